@@ -1,0 +1,122 @@
+//! Talking to Ceph: the [`Client`] trait, the CLI adapter, and the pure parsers of its output.
+
+pub mod cli;
+pub mod fake;
+pub mod parse;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// A `ceph` command as words, without the program and without `--format json` (the client adds it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CephCommand {
+    pub args: Vec<String>,
+}
+
+impl CephCommand {
+    pub fn new<I, S>(args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for CephCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ceph {}", self.args.join(" "))
+    }
+}
+
+/// What a finished command printed. A non-zero exit is not an error at this level: `tell osd.*`
+/// exits non-zero when one OSD is down yet prints the others' answers, which we keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    /// Exit code; `None` when the process was ended by a signal.
+    pub code: Option<i32>,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    /// The stdout of a successful command, or the failure as an error carrying stderr.
+    pub fn success(&self, command: &CephCommand) -> Result<&[u8], CephError> {
+        if self.code == Some(0) {
+            Ok(&self.stdout)
+        } else {
+            Err(CephError::Failed {
+                command: command.to_string(),
+                code: self.code,
+                stderr: first_lines(&self.stderr, 5),
+            })
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CephError {
+    #[error("could not start `{program}`: {source} (is it installed and on PATH? see --ceph-cmd)")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` did not finish within {timeout:?} and was killed (cluster unreachable or overloaded? see --ceph-timeout)")]
+    Timeout { command: String, timeout: Duration },
+    #[error("`{command}` failed with {}: {stderr}", exit_text(*.code))]
+    Failed {
+        command: String,
+        code: Option<i32>,
+        stderr: String,
+    },
+    #[error("reading the output of `{command}`: {source}")]
+    Io {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CephError {
+    /// Short, bounded label value for `collector_errors_total{reason}`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CephError::Spawn { .. } => "spawn",
+            CephError::Timeout { .. } => "timeout",
+            CephError::Failed { .. } => "exit_status",
+            CephError::Io { .. } => "io",
+        }
+    }
+}
+
+fn exit_text(code: Option<i32>) -> String {
+    match code {
+        Some(c) => format!("exit code {c}"),
+        None => "a signal".to_string(),
+    }
+}
+
+/// The first `n` non-empty lines of a command's stderr, for error messages that stay readable.
+pub fn first_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .collect();
+    if lines.is_empty() {
+        "(no message on stderr)".to_string()
+    } else {
+        lines.join(" | ")
+    }
+}
+
+/// Runs ceph commands. The CLI adapter spawns processes; tests use fakes that replay recorded
+/// outputs of a real cluster.
+pub trait Client: Send + Sync + 'static {
+    fn run(&self, command: &CephCommand) -> impl Future<Output = Result<Output, CephError>> + Send;
+}

@@ -1,0 +1,569 @@
+//! `ceph pg ls <states> --format json` and `ceph pg dump pgs_brief --format json` (and the
+//! `pg_stats` of a full `pg dump`).
+//!
+//! Shapes by release (all accepted):
+//! - Luminous/Mimic: a bare array of PG objects.
+//! - Nautilus+: `{"pg_ready":true,"pg_stats":[..]}`; when no PG matches, `pg_stats` is absent
+//!   (`{"pg_ready":true}`, seen on 16.2.15).
+//! - Reef `pg dump` (all): `{"pg_ready":..,"pg_map":{..,"pg_stats":[..]}}`.
+//!
+//! `pg_ready: false` (the mgr restarted and has not heard from every up OSD yet; Ceph adds
+//! "Warning: due to ceph-mgr restart, some PG states may not be up to date" on stderr) is an
+//! error: the states may be stale, and an empty list would read as "no PG undersized".
+//!
+//! A missing member of an EC PG's up/acting set (CRUSH_ITEM_NONE) is printed as 2147483647, or
+//! as `"NONE"` by newer releases; both become `None`.
+
+use serde_json::{Map, Value};
+
+use super::json::{self, Keep, Path};
+use super::ParseError;
+
+/// CRUSH_ITEM_NONE: an empty slot in an up/acting set.
+const CRUSH_ITEM_NONE: u64 = 0x7fff_ffff;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgBrief {
+    /// `2.1f`: pool id, a dot, the placement seed in hex.
+    pub pgid: String,
+    pub pool_id: u64,
+    /// Full state string as Ceph prints it (`active+undersized+degraded`).
+    pub state: String,
+    pub up: Vec<Option<u32>>,
+    /// `None` = missing shard (2147483647 or `"NONE"`).
+    pub acting: Vec<Option<u32>>,
+}
+
+impl PgBrief {
+    /// Live entries of the acting set (what "at min_size" is computed from).
+    pub fn acting_members(&self) -> usize {
+        self.acting.iter().filter(|o| o.is_some()).count()
+    }
+
+    /// Whether `word` is one of the `+`-separated words of the state.
+    pub fn has_state(&self, word: &str) -> bool {
+        self.state.split('+').any(|w| w == word)
+    }
+}
+
+pub fn parse(out: &[u8]) -> Result<Vec<PgBrief>, ParseError> {
+    // Build only the fields read below: `pg ls` prints ~2 KB of stats per PG.
+    let v = json::parse_kept(out, &KEEP_TOP)?;
+    from_value(&v)
+}
+
+static KEEP_PG: Keep = Keep {
+    fields: Some(&[
+        ("pgid", &Keep::ALL),
+        ("state", &Keep::ALL),
+        ("up", &Keep::ALL),
+        ("acting", &Keep::ALL),
+    ]),
+    each: None,
+};
+static KEEP_PG_LIST: Keep = Keep {
+    fields: None,
+    each: Some(&KEEP_PG),
+};
+static KEEP_PG_MAP: Keep = Keep {
+    fields: Some(&[("pg_stats", &KEEP_PG_LIST)]),
+    each: None,
+};
+static KEEP_TOP: Keep = Keep {
+    fields: Some(&[
+        ("pg_ready", &Keep::ALL),
+        ("pg_stats", &KEEP_PG_LIST),
+        ("pg_map", &KEEP_PG_MAP),
+    ]),
+    each: Some(&KEEP_PG),
+};
+
+/// Same, from an already-parsed document.
+pub fn from_value(v: &Value) -> Result<Vec<PgBrief>, ParseError> {
+    let root = Path::Root;
+    let stats_at = root.key("pg_stats");
+    let map_at = root.key("pg_map");
+    let map_stats_at = map_at.key("pg_stats");
+    let (list, at): (&[Value], &Path<'_>) = match v {
+        Value::Array(a) => (a, &root),
+        Value::Object(o) => {
+            check_ready(o, &root)?;
+            if let Some(stats) = json::field(o, "pg_stats") {
+                (json::as_array(stats, &stats_at)?, &stats_at)
+            } else if let Some(map) = json::field(o, "pg_map") {
+                let map = json::as_object(map, &map_at)?;
+                match json::field(map, "pg_stats") {
+                    Some(stats) => (json::as_array(stats, &map_stats_at)?, &map_stats_at),
+                    None => (&[], &map_stats_at),
+                }
+            } else if o.contains_key("pg_ready") {
+                // Nautilus+ print no `pg_stats` at all when no PG matches.
+                (&[], &stats_at)
+            } else {
+                return Err(root.error(
+                    "expected an array of PGs or an object with pg_stats, found an object without them",
+                ));
+            }
+        }
+        _ => return Err(root.mismatch("an array of PGs or an object with pg_stats", v)),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, pg)| pg_brief(pg, &at.index(i)))
+        .collect()
+}
+
+fn check_ready(o: &Map<String, Value>, root: &Path<'_>) -> Result<(), ParseError> {
+    let at = root.key("pg_ready");
+    match o.get("pg_ready") {
+        None | Some(Value::Bool(true)) => Ok(()),
+        Some(Value::Bool(false)) => Err(at.error(
+            "expected true, found false (the mgr restarted and has not heard from every OSD yet: \
+             PG states may be stale)",
+        )),
+        Some(other) => Err(at.mismatch("a boolean", other)),
+    }
+}
+
+fn pg_brief(v: &Value, at: &Path<'_>) -> Result<PgBrief, ParseError> {
+    let obj = json::as_object(v, at)?;
+    let pgid = json::req_str(obj, "pgid", at)?;
+    let pool_id = pool_of(pgid).ok_or_else(|| {
+        at.key("pgid").error(format!(
+            "expected a PG id like \"2.1f\" (pool id, '.', hex seed), found {pgid:?}"
+        ))
+    })?;
+    Ok(PgBrief {
+        pgid: pgid.to_string(),
+        pool_id,
+        state: json::req_str(obj, "state", at)?.to_string(),
+        up: osd_set(obj, "up", at)?,
+        acting: osd_set(obj, "acting", at)?,
+    })
+}
+
+/// The pool id of a PG id `<pool>.<hex seed>`, optionally with an EC shard suffix `s<n>`.
+fn pool_of(pgid: &str) -> Option<u64> {
+    let (pool, seed) = pgid.split_once('.')?;
+    if pool.is_empty() || !pool.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (seed, shard) = match seed.split_once('s') {
+        Some((seed, shard)) => (seed, Some(shard)),
+        None => (seed, None),
+    };
+    let hex_ok = !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_hexdigit());
+    let shard_ok = shard.is_none_or(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    if !(hex_ok && shard_ok) {
+        return None;
+    }
+    pool.parse().ok()
+}
+
+fn osd_set(
+    obj: &Map<String, Value>,
+    key: &str,
+    at: &Path<'_>,
+) -> Result<Vec<Option<u32>>, ParseError> {
+    let at = at.key(key);
+    let list = match obj.get(key) {
+        Some(v) => json::as_array(v, &at)?,
+        None => return Err(at.missing("an array of OSD ids")),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| osd_slot(v, &at.index(i)))
+        .collect()
+}
+
+fn osd_slot(v: &Value, at: &Path<'_>) -> Result<Option<u32>, ParseError> {
+    const WHAT: &str = "an OSD id (or 2147483647 / \"NONE\" for a missing shard)";
+    match v {
+        Value::Number(n) => match n.as_u64() {
+            Some(CRUSH_ITEM_NONE) => Ok(None),
+            Some(id) if id < CRUSH_ITEM_NONE => Ok(Some(id as u32)),
+            _ => Err(at.error(format!("expected {WHAT}, found {n}"))),
+        },
+        Value::String(s) if s == "NONE" => Ok(None),
+        _ => Err(at.mismatch(WHAT, v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ceph::parse::test_support::{fixture, fixture_str, half, hostile_inputs, STATES};
+    use std::collections::BTreeMap;
+
+    fn parse_fixture(rel: &str) -> Vec<PgBrief> {
+        parse(&fixture(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    fn shape(r: Result<Vec<PgBrief>, ParseError>) -> String {
+        match r {
+            Err(e @ ParseError::Shape { .. }) => e.to_string(),
+            other => panic!("expected a Shape error, got {other:?}"),
+        }
+    }
+
+    fn edited(rel: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(&fixture(rel)).unwrap();
+        edit(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn by_state(pgs: &[PgBrief]) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for pg in pgs {
+            *m.entry(pg.state.clone()).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// The PG dump of every state agrees with `ceph status` of the same state on state counts.
+    #[test]
+    fn pg_dump_pgs_brief_every_state() {
+        for state in STATES {
+            let rel = format!("{state}/ceph_pg_dump_pgs_brief.json");
+            let pgs = parse_fixture(&rel);
+            assert_eq!(pgs.len(), 33, "{rel}");
+            assert_eq!(pgs.iter().filter(|p| p.pool_id == 1).count(), 1, "{rel}");
+            assert_eq!(pgs.iter().filter(|p| p.pool_id == 2).count(), 32, "{rel}");
+            for pg in &pgs {
+                assert!(pg.up.iter().all(Option::is_some), "{rel} {}", pg.pgid);
+                assert!(
+                    pg.acting_members() >= 2 && pg.acting_members() <= 3,
+                    "{rel} {pg:?}"
+                );
+                assert_eq!(
+                    pg.has_state("undersized"),
+                    pg.acting_members() < 3,
+                    "{rel} {pg:?}"
+                );
+            }
+            let status =
+                crate::ceph::parse::status::parse(&fixture(&format!("{state}/ceph_status.json")))
+                    .unwrap();
+            let expected: BTreeMap<String, u64> = status.pgs_by_state.iter().cloned().collect();
+            // The captures are a few seconds apart; compare only where the cluster was steady.
+            if matches!(*state, "healthy-idle" | "client-load" | "undersized") {
+                assert_eq!(by_state(&pgs), expected, "{rel}");
+            }
+        }
+    }
+
+    #[test]
+    fn healthy_pg_dump_details() {
+        let pgs = parse_fixture("healthy-idle/ceph_pg_dump_pgs_brief.json");
+        assert_eq!(
+            pgs[0],
+            PgBrief {
+                pgid: "2.1f".into(),
+                pool_id: 2,
+                state: "active+clean".into(),
+                up: vec![Some(0), Some(3), Some(2)],
+                acting: vec![Some(0), Some(3), Some(2)],
+            }
+        );
+        assert!(pgs
+            .iter()
+            .all(|p| p.state == "active+clean" && p.acting_members() == 3));
+    }
+
+    #[test]
+    fn recovery_acting_sets_shrink() {
+        // Async recovery takes the target out of the acting set: up has 3, acting 2.
+        let pgs = parse_fixture("recovery/ceph_pg_dump_pgs_brief.json");
+        let rec: Vec<&PgBrief> = pgs.iter().filter(|p| p.has_state("recovering")).collect();
+        assert_eq!(rec.len(), 24);
+        for pg in rec {
+            assert_eq!(pg.up.len(), 3, "{pg:?}");
+            assert_eq!(pg.acting_members(), 2, "{pg:?}");
+            assert!(
+                pg.has_state("undersized") && pg.has_state("degraded") && pg.has_state("remapped")
+            );
+            assert!(!pg.has_state("recover"), "whole words only");
+        }
+    }
+
+    #[test]
+    fn pg_ls_undersized_every_state() {
+        let expected = [
+            ("healthy-idle", 0),
+            ("client-load", 0),
+            ("rebalance", 0),
+            ("recovery", 24),
+            ("undersized", 19),
+        ];
+        for (state, n) in expected {
+            let rel = format!("{state}/ceph_pg_ls_undersized.json");
+            let pgs = parse_fixture(&rel);
+            assert_eq!(pgs.len(), n, "{rel}");
+            for pg in &pgs {
+                assert!(pg.has_state("undersized"), "{rel} {pg:?}");
+                assert_eq!(pg.acting_members(), 2, "{rel} {pg:?}");
+            }
+        }
+        let pgs = parse_fixture("undersized/ceph_pg_ls_undersized.json");
+        assert_eq!(
+            pgs[0],
+            PgBrief {
+                pgid: "1.0".into(),
+                pool_id: 1,
+                state: "active+undersized".into(),
+                up: vec![Some(1), Some(0)],
+                acting: vec![Some(1), Some(0)],
+            }
+        );
+        assert_eq!(pgs.iter().filter(|p| p.has_state("degraded")).count(), 18);
+        // osd.2 was stopped (events.txt): it is in no acting set.
+        assert!(pgs
+            .iter()
+            .all(|p| !p.acting.contains(&Some(2)) && !p.up.contains(&Some(2))));
+    }
+
+    #[test]
+    fn nothing_matched_is_an_empty_list() {
+        // 16.2.15 prints `{"pg_ready":true}` (no pg_stats) when no PG matches.
+        assert_eq!(
+            fixture_str("healthy-idle/ceph_pg_ls_undersized.json").trim(),
+            "{\"pg_ready\":true}"
+        );
+        assert_eq!(parse(b"\n{\"pg_ready\":true}\n"), Ok(vec![]));
+        assert_eq!(parse(b"{\"pg_ready\":true,\"pg_stats\":[]}"), Ok(vec![]));
+        assert_eq!(parse(b"[]"), Ok(vec![]));
+    }
+
+    #[test]
+    fn pg_ready_false_is_an_error() {
+        let out = fixture_str("undersized/ceph_pg_ls_undersized.json")
+            .replace("\"pg_ready\":true", "\"pg_ready\":false");
+        let msg = shape(parse(out.as_bytes()));
+        assert!(
+            msg.starts_with("pg_ready: expected true, found false"),
+            "{msg}"
+        );
+        assert_eq!(
+            shape(parse(b"{\"pg_ready\":\"yes\",\"pg_stats\":[]}")),
+            "pg_ready: expected a boolean, found string"
+        );
+    }
+
+    /// Luminous (12) / Mimic (13) print `pg ls` and `pg dump pgs_brief` as a bare array.
+    #[test]
+    fn luminous_bare_array() {
+        for rel in [
+            "undersized/ceph_pg_ls_undersized.json",
+            "recovery/ceph_pg_dump_pgs_brief.json",
+        ] {
+            let out = edited(rel, |v| *v = v["pg_stats"].take());
+            assert!(out.starts_with(b"["));
+            assert_eq!(parse(&out).unwrap(), parse_fixture(rel), "{rel}");
+        }
+    }
+
+    /// Reef (18) `pg dump -f json`: `{"pg_ready":true,"pg_map":{"version":..,"stamp":..,
+    /// "last_osdmap_epoch":..,"pg_stats":[..],"pool_stats":[..],"osd_stats":[..],..}}`.
+    #[test]
+    fn reef_pg_map_wrapper() {
+        let rel = "recovery/ceph_pg_ls_undersized.json";
+        let out = edited(rel, |v| {
+            let stats = v["pg_stats"].take();
+            *v = serde_json::json!({
+                "pg_ready": true,
+                "pg_map": {"version": 1234, "stamp": "2026-11-30T13:26:51.127180+0000", "last_osdmap_epoch": 0,
+                           "pg_stats": stats, "pool_stats": [], "osd_stats": []}
+            });
+        });
+        assert_eq!(parse(&out).unwrap(), parse_fixture(rel));
+        assert_eq!(
+            parse(br#"{"pg_ready":true,"pg_map":{"version":1}}"#),
+            Ok(vec![])
+        );
+        assert_eq!(
+            shape(parse(br#"{"pg_ready":true,"pg_map":{"pg_stats":{}}}"#)),
+            "pg_map.pg_stats: expected an array, found an object"
+        );
+        let bad = edited(rel, |v| {
+            let stats = v["pg_stats"].take();
+            *v = serde_json::json!({"pg_ready": true, "pg_map": {"pg_stats": stats}});
+            v["pg_map"]["pg_stats"][3]["acting"][1] = Value::from(-1);
+        });
+        assert_eq!(
+            shape(parse(&bad)),
+            "pg_map.pg_stats[3].acting[1]: expected an OSD id (or 2147483647 / \"NONE\" for a missing shard), found -1"
+        );
+    }
+
+    /// EC pool with a missing shard: older releases print CRUSH_ITEM_NONE as 2147483647, Reef
+    /// prints `"NONE"` in places.
+    #[test]
+    fn missing_shards() {
+        let out = edited("undersized/ceph_pg_dump_pgs_brief.json", |v| {
+            let pg = &mut v["pg_stats"][0];
+            pg["pgid"] = Value::from("3.7");
+            pg["up"] = serde_json::json!([0, 2147483647, 1, 2]);
+            pg["acting"] = serde_json::json!([0, "NONE", 1, 2147483647]);
+            pg["state"] = Value::from("active+undersized+degraded");
+        });
+        let pgs = parse(&out).unwrap();
+        assert_eq!(pgs[0].pool_id, 3);
+        assert_eq!(pgs[0].up, vec![Some(0), None, Some(1), Some(2)]);
+        assert_eq!(pgs[0].acting, vec![Some(0), None, Some(1), None]);
+        assert_eq!(pgs[0].acting_members(), 2);
+        assert!(pgs[0].has_state("undersized"));
+    }
+
+    #[test]
+    fn pgid_validation() {
+        assert_eq!(pool_of("2.1f"), Some(2));
+        assert_eq!(pool_of("12.0"), Some(12));
+        assert_eq!(pool_of("2.1fs0"), Some(2));
+        for bad in [
+            "",
+            "2",
+            "2.",
+            ".1f",
+            "x.1f",
+            "2.1g",
+            "-2.1",
+            "2.1fs",
+            "2.s0",
+            "2.1f.0",
+            "99999999999999999999999.1",
+        ] {
+            assert_eq!(pool_of(bad), None, "{bad:?}");
+        }
+        let bad = edited("healthy-idle/ceph_pg_dump_pgs_brief.json", |v| {
+            v["pg_stats"][5]["pgid"] = Value::from("1f")
+        });
+        assert_eq!(
+            shape(parse(&bad)),
+            "pg_stats[5].pgid: expected a PG id like \"2.1f\" (pool id, '.', hex seed), found \"1f\""
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let rel = "undersized/ceph_pg_dump_pgs_brief.json";
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
+            (
+                Box::new(|v| v["pg_stats"][2]["state"] = Value::from(1)),
+                "pg_stats[2].state: expected a string, found a non-negative integer",
+            ),
+            (
+                Box::new(|v| v["pg_stats"][2]["up"] = Value::from("0,1")),
+                "pg_stats[2].up: expected an array, found string",
+            ),
+            (
+                Box::new(|v| v["pg_stats"][2]["acting"][0] = Value::from("3")),
+                "pg_stats[2].acting[0]: expected an OSD id (or 2147483647 / \"NONE\" for a missing shard), found string",
+            ),
+            (
+                Box::new(|v| v["pg_stats"][2]["acting"][0] = Value::from(1.0)),
+                "pg_stats[2].acting[0]: expected an OSD id (or 2147483647 / \"NONE\" for a missing shard), found 1.0",
+            ),
+            (
+                Box::new(|v| v["pg_stats"][2]["acting"][0] = Value::from(4294967296u64)),
+                "pg_stats[2].acting[0]: expected an OSD id (or 2147483647 / \"NONE\" for a missing shard), found 4294967296",
+            ),
+            (
+                Box::new(|v| {
+                    v["pg_stats"][4].as_object_mut().unwrap().remove("acting");
+                }),
+                "pg_stats[4].acting: expected an array of OSD ids, found nothing (the key is absent)",
+            ),
+            (
+                Box::new(|v| {
+                    v["pg_stats"][4].as_object_mut().unwrap().remove("pgid");
+                }),
+                "pg_stats[4].pgid: expected a string, found nothing (the key is absent)",
+            ),
+            (
+                Box::new(|v| v["pg_stats"][0] = Value::Null),
+                "pg_stats[0]: expected an object, found null",
+            ),
+            (
+                Box::new(|v| v["pg_stats"] = Value::from("none")),
+                "pg_stats: expected an array, found string",
+            ),
+        ];
+        for (edit, want) in cases {
+            assert_eq!(shape(parse(&edited(rel, edit))), want);
+        }
+    }
+
+    #[test]
+    fn hostile_inputs_are_errors() {
+        for (what, input) in hostile_inputs() {
+            assert!(parse(&input).is_err(), "{what} parsed");
+        }
+        assert_eq!(parse(b"\n"), Err(ParseError::Empty));
+        assert_eq!(
+            shape(parse(b"null")),
+            "(top level): expected an array of PGs or an object with pg_stats, found null"
+        );
+        assert!(shape(parse(b"{\"x\":1}")).starts_with("(top level): expected an array of PGs"));
+        for state in STATES {
+            for f in ["ceph_pg_dump_pgs_brief.json", "ceph_pg_ls_undersized.json"] {
+                let full = fixture(&format!("{state}/{f}"));
+                assert!(
+                    matches!(parse(half(&full)), Err(ParseError::Json { .. })),
+                    "{state}/{f}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn has_state_is_whole_word() {
+        let pg = PgBrief {
+            pgid: "2.0".into(),
+            pool_id: 2,
+            state: "active+recovery_wait+undersized+degraded".into(),
+            up: vec![],
+            acting: vec![],
+        };
+        assert!(pg.has_state("recovery_wait"));
+        assert!(!pg.has_state("recovery"));
+        assert!(!pg.has_state("wait"));
+        assert!(!pg.has_state(""));
+        assert_eq!(pg.acting_members(), 0);
+    }
+
+    /// Live lab (16.2.15): `pg ls undersized` healthy (none) and with osd.3 down (25 PGs, each
+    /// with 2 of 3 replicas = min_size), consistent with `ceph status` taken just before.
+    #[test]
+    fn lab_pg_ls_undersized() {
+        assert_eq!(parse_fixture("lab/healthy.pg-ls-undersized.out"), vec![]);
+        let pgs = parse_fixture("lab/osd3-down.pg-ls-undersized.out");
+        assert_eq!(pgs.len(), 25);
+        for pg in &pgs {
+            assert_eq!(pg.state, "active+undersized+degraded");
+            assert_eq!(pg.acting_members(), 2, "{pg:?}");
+            assert!(
+                !pg.acting.contains(&Some(3)) && !pg.up.contains(&Some(3)),
+                "{pg:?}"
+            );
+        }
+        let status =
+            crate::ceph::parse::status::parse(&fixture("lab/osd3-down.status.out")).unwrap();
+        assert_eq!(
+            status.pg_state_word_counts()["undersized"],
+            pgs.len() as u64
+        );
+    }
+
+    /// `pg ls` with an invalid state exits 22 (EINVAL, message on stderr) yet prints
+    /// `{"pg_ready":true}` on stdout, which parses as "no PG": callers must check the exit code.
+    #[test]
+    fn lab_invalid_state_prints_an_empty_list() {
+        assert_eq!(parse_fixture("lab/error.pg-ls-undersizedX.out"), vec![]);
+        let err = fixture_str("lab/error.pg-ls-undersizedX.err");
+        assert!(
+            err.starts_with("Error EINVAL: 'undersizedX' is not a valid pg state"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! Command-line flags, parsed into plain data (`config::Overrides`) before anything runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{
+    EnforcerOverrides, HumanDuration, ListenAddress, LogFormat, LogLevel, Overrides,
+};
+use crate::enforcer::policy::{BaselineSpec, Mode, SuspendWhen};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ceph-recovery-budget",
+    version,
+    about = "Prometheus exporter for Ceph recovery and client write latency",
+    long_about = "Publishes, for Prometheus, how fast a Ceph cluster recovers, client write latency as a real \
+histogram with p50/p95/p99, PG safety signals (undersized PGs, pools at min_size) and the mClock \
+profile in force, all derived from Ceph's own command output."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Collect from the cluster in the background and serve /metrics for Prometheus.
+    #[command(
+        long_about = "Collect from the cluster every --collect.interval with the `ceph` CLI and serve the \
+last snapshot on --web.telemetry-path (a scrape never runs a ceph command). Also serves a landing \
+page on /, /-/healthy, and /-/ready (ready once the cluster status has been read).\n\n\
+Examples:\n  ceph-recovery-budget serve\n  ceph-recovery-budget serve --ceph-cmd 'cephadm shell -- ceph'\n  \
+ceph-recovery-budget serve --config.file /etc/ceph-recovery-budget.yml --web.listen-address :9939"
+    )]
+    Serve(Box<ServeArgs>),
+    /// Validate a config file and print the resulting settings; exit 1 on errors.
+    CheckConfig(CheckConfigArgs),
+    /// What on-call types first: the enforcer's state, latency vs bound, recovery progress,
+    /// redundancy, the profile in force and the last decisions, from a running `serve`.
+    #[command(
+        long_about = "Asks a running `serve` (GET /api/status) and prints a few plain lines: mode and \
+state, client p99 against the bound and baseline, recovery progress (degraded/misplaced objects, \
+objects/s, time to finish at this rate), undersized PGs and pools at min_size, the mClock profile in \
+force, and the last decisions.\n\nExamples:\n  ceph-recovery-budget status\n  watch ceph-recovery-budget status --url http://mon1:9939\n  \
+ceph-recovery-budget status --format json | jq .enforcer.phase"
+    )]
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Where `serve` listens
+    #[arg(long, default_value = "http://127.0.0.1:9939")]
+    pub url: String,
+    /// Plain lines or the JSON report
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+}
+
+/// A minimal HTTP/1.0 GET for `status` (plain http only: serve has no TLS).
+pub fn http_get(url: &str, path: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    use std::io::{Read, Write};
+    let hostport = url
+        .strip_prefix("http://")
+        .with_context(|| format!("--url {url:?}: expected http://HOST:PORT"))?
+        .trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(hostport).with_context(|| {
+        format!("cannot connect to {url}: is `ceph-recovery-budget serve` running there?")
+    })?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nAccept: application/json\r\n\r\n"
+    )?;
+    let mut buf = String::new();
+    stream
+        .read_to_string(&mut buf)
+        .with_context(|| format!("reading the answer of {url}{path}"))?;
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or((&buf, ""));
+    let code = head.split_whitespace().nth(1).unwrap_or("?");
+    if code != "200" {
+        anyhow::bail!("{url}{path} answered {code}: {}", body.trim());
+    }
+    Ok(body.to_string())
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The YAML config file to check.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// YAML file holding any of the options below; flags given on the command line win over it.
+    #[arg(
+        long = "config.file",
+        value_name = "FILE",
+        env = "CEPH_RECOVERY_BUDGET_CONFIG"
+    )]
+    pub config_file: Option<PathBuf>,
+
+    /// Address to listen on for HTTP [default: 0.0.0.0:9939]
+    #[arg(long = "web.listen-address", value_name = "HOST:PORT")]
+    pub listen_address: Option<ListenAddress>,
+
+    /// Path under which to expose metrics [default: /metrics]
+    #[arg(long = "web.telemetry-path", value_name = "PATH")]
+    pub telemetry_path: Option<String>,
+
+    /// The ceph CLI, split like shell words and run without a shell, e.g. "cephadm shell -- ceph" or
+    /// "kubectl -n rook-ceph exec deploy/rook-ceph-tools -- ceph" [default: ceph]
+    #[arg(long = "ceph-cmd", value_name = "COMMAND")]
+    pub ceph_cmd: Option<String>,
+
+    /// ceph.conf to pass to every ceph call (--conf)
+    #[arg(long = "ceph-conf", value_name = "FILE")]
+    pub ceph_conf: Option<String>,
+
+    /// Ceph user to connect as (--name), e.g. client.recovery-budget
+    #[arg(long = "ceph-name", value_name = "NAME")]
+    pub ceph_name: Option<String>,
+
+    /// Keyring of that user (--keyring)
+    #[arg(long = "ceph-keyring", value_name = "FILE")]
+    pub ceph_keyring: Option<String>,
+
+    /// Timeout of each ceph call; the process (and its children) is killed after it [default: 10s]
+    #[arg(long = "ceph-timeout", value_name = "DURATION")]
+    pub ceph_timeout: Option<HumanDuration>,
+
+    /// How often to collect from the cluster [default: 15s]
+    #[arg(long = "collect.interval", value_name = "DURATION")]
+    pub collect_interval: Option<HumanDuration>,
+
+    /// Window of the exporter's own recovery rate (method="delta") [default: 5m]
+    #[arg(long = "recovery.window", value_name = "DURATION")]
+    pub recovery_window: Option<HumanDuration>,
+
+    /// Window of the client write latency quantiles [default: 5m]
+    #[arg(long = "latency.window", value_name = "DURATION")]
+    pub latency_window: Option<HumanDuration>,
+
+    /// Log filter: error, warn, info, debug, trace (or a tracing directive) [default: info]
+    #[arg(long = "log.level", value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+
+    /// Log format [default: text]
+    #[arg(long = "log.format", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    #[command(flatten)]
+    pub enforcer: EnforcerArgs,
+}
+
+/// The enforcer's policy; each flag is named after its key in the config file's `enforcer:` section.
+#[derive(Debug, Args, Default)]
+#[command(next_help_heading = "Enforcer")]
+pub struct EnforcerArgs {
+    /// off: no enforcer; observe: decide and log "would ..." without changing anything; enforce: act [default: observe]
+    #[arg(id = "enforcer.mode", long = "enforcer.mode", value_name = "MODE")]
+    pub mode: Option<Mode>,
+    /// Client p99 write latency without recovery: a duration (16ms), `learned`, or `fio:FILE` (a fio report) [default: learned]
+    #[arg(
+        id = "enforcer.baseline",
+        long = "enforcer.baseline",
+        value_name = "BASELINE"
+    )]
+    pub baseline: Option<BaselineSpec>,
+    /// With `learned`: how long of writes without recovery make a baseline [default: 1h]
+    #[arg(
+        id = "enforcer.learn-window",
+        long = "enforcer.learn-window",
+        value_name = "DURATION"
+    )]
+    pub learn_window: Option<HumanDuration>,
+    /// Bound = multiplier x baseline [default: 2.0]
+    #[arg(
+        id = "enforcer.multiplier",
+        long = "enforcer.multiplier",
+        value_name = "X"
+    )]
+    pub multiplier: Option<f64>,
+    /// How long p99 must stay above the bound during recovery before acting [default: 15m]
+    #[arg(id = "enforcer.for", long = "enforcer.for", value_name = "DURATION")]
+    pub breach_for: Option<HumanDuration>,
+    /// Window of the p99 the enforcer judges [default: 5m]
+    #[arg(
+        id = "enforcer.latency-window",
+        long = "enforcer.latency-window",
+        value_name = "DURATION"
+    )]
+    pub latency_window: Option<HumanDuration>,
+    /// When the bound is lifted: any_undersized or pool_at_min_size [default: any_undersized]
+    #[arg(
+        id = "enforcer.suspend-when",
+        long = "enforcer.suspend-when",
+        value_name = "WHEN"
+    )]
+    pub suspend_when: Option<SuspendWhen>,
+    /// mClock profile that slows recovery [default: high_client_ops]
+    #[arg(
+        id = "enforcer.throttle-profile",
+        long = "enforcer.throttle-profile",
+        value_name = "PROFILE"
+    )]
+    pub throttle_profile: Option<String>,
+    /// mClock profile while redundancy is at risk [default: high_recovery_ops]
+    #[arg(
+        id = "enforcer.suspend-profile",
+        long = "enforcer.suspend-profile",
+        value_name = "PROFILE"
+    )]
+    pub suspend_profile: Option<String>,
+    /// How long recovery must stay finished before restoring the original settings [default: 5m]
+    #[arg(
+        id = "enforcer.settle",
+        long = "enforcer.settle",
+        value_name = "DURATION"
+    )]
+    pub settle: Option<HumanDuration>,
+    /// Minimum time between two changes [default: 5m]
+    #[arg(
+        id = "enforcer.min-interval",
+        long = "enforcer.min-interval",
+        value_name = "DURATION"
+    )]
+    pub min_interval: Option<HumanDuration>,
+    /// Maximum changes per hour [default: 6]
+    #[arg(
+        id = "enforcer.max-changes-per-hour",
+        long = "enforcer.max-changes-per-hour",
+        value_name = "N"
+    )]
+    pub max_changes_per_hour: Option<u32>,
+    /// Where the enforcer keeps the operator's original settings (written atomically)
+    /// [default: /var/lib/ceph-recovery-budget/enforcer-state.json]
+    #[arg(
+        id = "enforcer.state-file",
+        long = "enforcer.state-file",
+        value_name = "FILE"
+    )]
+    pub state_file: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            listen_address: self.listen_address.clone(),
+            telemetry_path: self.telemetry_path.clone(),
+            ceph_cmd: self.ceph_cmd.clone(),
+            ceph_conf: self.ceph_conf.clone(),
+            ceph_name: self.ceph_name.clone(),
+            ceph_keyring: self.ceph_keyring.clone(),
+            ceph_timeout: self.ceph_timeout,
+            collect_interval: self.collect_interval,
+            recovery_window: self.recovery_window,
+            latency_window: self.latency_window,
+            log_level: self.log_level.clone(),
+            log_format: self.log_format,
+            enforcer: EnforcerOverrides {
+                mode: self.enforcer.mode,
+                baseline: self.enforcer.baseline.clone(),
+                learn_window: self.enforcer.learn_window,
+                multiplier: self.enforcer.multiplier,
+                breach_for: self.enforcer.breach_for,
+                latency_window: self.enforcer.latency_window,
+                suspend_when: self.enforcer.suspend_when,
+                throttle_profile: self.enforcer.throttle_profile.clone(),
+                suspend_profile: self.enforcer.suspend_profile.clone(),
+                settle: self.enforcer.settle,
+                min_interval: self.enforcer.min_interval,
+                max_changes_per_hour: self.enforcer.max_changes_per_hour,
+                state_file: self.enforcer.state_file.clone(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn dotted_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--collect.interval",
+            "5s",
+            "--ceph-cmd",
+            "cephadm shell -- ceph",
+            "--web.listen-address",
+            ":9100",
+            "--log.format",
+            "json",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        let o = args.overrides();
+        assert_eq!(o.collect_interval.unwrap().0.as_secs(), 5);
+        assert_eq!(o.ceph_cmd.as_deref(), Some("cephadm shell -- ceph"));
+        assert_eq!(o.listen_address.unwrap().0.port(), 9100);
+        assert_eq!(o.log_format, Some(LogFormat::Json));
+    }
+
+    #[test]
+    fn bad_flag_values_say_what_is_expected() {
+        let err = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--collect.interval",
+            "soon",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("like 15s"), "{err}");
+    }
+}

@@ -1,0 +1,532 @@
+//! What to ask Ceph and how often: the collector task builds one immutable [`Snapshot`] per cycle
+//! and publishes it on a `watch` channel. A scrape never runs a ceph command.
+//!
+//! Collectors are independent: one failing keeps its last good data (until it is older than
+//! three intervals, see [`Snapshot::fresh`]) and does not blank the others.
+
+pub mod recovery;
+pub mod safety;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::ceph::parse::{self, ParseError};
+use crate::ceph::{CephCommand, CephError, Client};
+use crate::latency::{Histogram, LatencyWindow};
+use recovery::RecoveryWindow;
+
+/// The quantiles published as `ceph_client_write_latency_seconds{quantile}`.
+pub const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
+
+/// Data older than this many intervals is not served as if fresh.
+pub const STALE_AFTER_INTERVALS: u32 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CollectorName {
+    Status,
+    Pools,
+    Pgs,
+    Latency,
+    Scheduler,
+}
+
+impl CollectorName {
+    pub const ALL: [CollectorName; 5] = [
+        CollectorName::Status,
+        CollectorName::Pools,
+        CollectorName::Pgs,
+        CollectorName::Latency,
+        CollectorName::Scheduler,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollectorName::Status => "status",
+            CollectorName::Pools => "pools",
+            CollectorName::Pgs => "pgs",
+            CollectorName::Latency => "latency",
+            CollectorName::Scheduler => "scheduler",
+        }
+    }
+}
+
+/// Why one collection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error(transparent)]
+    Ceph(#[from] CephError),
+    #[error("cannot parse the output of `{command}`: {source}")]
+    Parse {
+        command: String,
+        #[source]
+        source: ParseError,
+    },
+    #[error("`{command}`: no OSD answered ({detail})")]
+    NoDaemonAnswered { command: String, detail: String },
+}
+
+impl CollectError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CollectError::Ceph(e) => e.reason(),
+            CollectError::Parse { .. } => "parse",
+            CollectError::NoDaemonAnswered { .. } => "no_daemon_answered",
+        }
+    }
+}
+
+/// A value with the (monotonic) time it was collected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped<T> {
+    pub at: Instant,
+    pub value: T,
+}
+
+/// Cluster status plus the rate the exporter derives from its own samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusData {
+    pub status: parse::status::ClusterStatus,
+    /// Decrease of degraded + misplaced objects per second over `--recovery.window`.
+    pub recovery_rate_delta: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyData {
+    /// Each answering OSD's write-latency histogram (counters since the OSD started).
+    pub per_osd: BTreeMap<String, Histogram>,
+    /// Cluster-wide quantiles over `--latency.window`; empty when no write happened in it.
+    pub quantiles: Vec<(f64, f64)>,
+    /// Time covered by the window so far (shorter than the window right after start).
+    pub window_span: Duration,
+    /// OSDs that did not answer this cycle, with the reason.
+    pub missing: BTreeMap<String, String>,
+}
+
+/// The scheduler an OSD really runs (asked of the daemon, so a value pinned in its ceph.conf shows).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OsdScheduler {
+    pub op_queue: Option<String>,
+    pub mclock_profile: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectorHealth {
+    pub name: CollectorName,
+    /// Whether the last attempt succeeded.
+    pub last_ok: bool,
+    pub last_error: Option<String>,
+    pub last_duration: Duration,
+    /// Errors since start, by reason.
+    pub errors_total: BTreeMap<&'static str, u64>,
+    /// Wall-clock time of the last success.
+    pub last_success: Option<SystemTime>,
+}
+
+impl CollectorHealth {
+    fn new(name: CollectorName) -> Self {
+        Self {
+            name,
+            last_ok: false,
+            last_error: None,
+            last_duration: Duration::ZERO,
+            errors_total: BTreeMap::new(),
+            last_success: None,
+        }
+    }
+}
+
+/// Everything one collection cycle knows. Immutable once published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub cycle: u64,
+    pub taken_at: Instant,
+    pub interval: Duration,
+    pub status: Option<Stamped<StatusData>>,
+    pub pools: Option<Stamped<Vec<parse::pools::Pool>>>,
+    /// PGs currently undersized (listed only when the status says there are any).
+    pub undersized_pgs: Option<Stamped<Vec<parse::pgs::PgBrief>>>,
+    pub latency: Option<Stamped<LatencyData>>,
+    pub schedulers: Option<Stamped<BTreeMap<String, OsdScheduler>>>,
+    pub collectors: Vec<CollectorHealth>,
+}
+
+impl Snapshot {
+    pub fn empty(interval: Duration) -> Self {
+        Self {
+            cycle: 0,
+            taken_at: Instant::now(),
+            interval,
+            status: None,
+            pools: None,
+            undersized_pgs: None,
+            latency: None,
+            schedulers: None,
+            collectors: CollectorName::ALL
+                .iter()
+                .map(|n| CollectorHealth::new(*n))
+                .collect(),
+        }
+    }
+
+    /// The maximum age at which data is still served.
+    pub fn max_age(&self) -> Duration {
+        self.interval * STALE_AFTER_INTERVALS
+    }
+
+    /// The value if it was collected no longer than three intervals before `now`.
+    pub fn fresh<'a, T>(&self, data: &'a Option<Stamped<T>>, now: Instant) -> Option<&'a T> {
+        data.as_ref()
+            .filter(|s| now.saturating_duration_since(s.at) <= self.max_age())
+            .map(|s| &s.value)
+    }
+
+    pub fn data_at(&self, name: CollectorName) -> Option<Instant> {
+        match name {
+            CollectorName::Status => self.status.as_ref().map(|s| s.at),
+            CollectorName::Pools => self.pools.as_ref().map(|s| s.at),
+            CollectorName::Pgs => self.undersized_pgs.as_ref().map(|s| s.at),
+            CollectorName::Latency => self.latency.as_ref().map(|s| s.at),
+            CollectorName::Scheduler => self.schedulers.as_ref().map(|s| s.at),
+        }
+    }
+
+    /// A collector is up when its last attempt succeeded and its data is fresh at `now`.
+    pub fn collector_up(&self, health: &CollectorHealth, now: Instant) -> bool {
+        health.last_ok
+            && self
+                .data_at(health.name)
+                .is_some_and(|at| now.saturating_duration_since(at) <= self.max_age())
+    }
+
+    /// Ready once the cluster status has been read at least once.
+    pub fn ready(&self) -> bool {
+        self.status.is_some()
+    }
+}
+
+/// The commands the collectors run.
+pub mod commands {
+    use crate::ceph::CephCommand;
+
+    pub fn status() -> CephCommand {
+        CephCommand::new(["status"])
+    }
+    pub fn pools() -> CephCommand {
+        CephCommand::new(["osd", "pool", "ls", "detail"])
+    }
+    pub fn undersized_pgs() -> CephCommand {
+        CephCommand::new(["pg", "ls", "undersized"])
+    }
+    pub fn histograms() -> CephCommand {
+        CephCommand::new(["tell", "osd.*", "perf", "histogram", "dump"])
+    }
+    pub fn osd_config_get(key: &str) -> CephCommand {
+        CephCommand::new(["tell", "osd.*", "config", "get", key])
+    }
+}
+
+fn parse_with<T>(
+    command: &CephCommand,
+    out: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
+) -> Result<T, CollectError> {
+    f(out).map_err(|source| CollectError::Parse {
+        command: command.to_string(),
+        source,
+    })
+}
+
+async fn run_parsed<C: Client, T>(
+    client: &C,
+    command: CephCommand,
+    f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
+) -> Result<T, CollectError> {
+    let out = client.run(&command).await?;
+    let stdout = out.success(&command)?;
+    parse_with(&command, stdout, f)
+}
+
+/// Runs `tell osd.* ...` and parses each OSD's answer; OSDs that fail are reported, not fatal,
+/// as long as one answered. `tell` exits non-zero when any OSD is down, so the exit code alone
+/// does not decide.
+async fn run_tell<C: Client, T>(
+    client: &C,
+    command: CephCommand,
+    f: impl Fn(&[u8]) -> Result<T, ParseError>,
+) -> Result<(BTreeMap<String, T>, BTreeMap<String, String>), CollectError> {
+    let out = client.run(&command).await?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ok = BTreeMap::new();
+    let mut failed = BTreeMap::new();
+    for part in parse::tell::split(&text) {
+        match part {
+            Ok(d) => match f(d.body.as_bytes()) {
+                Ok(v) => {
+                    ok.insert(d.daemon, v);
+                }
+                Err(e) => {
+                    failed.insert(d.daemon, e.to_string());
+                }
+            },
+            Err(e) => {
+                let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
+                failed.insert(who, e.message.clone());
+            }
+        }
+    }
+    if ok.is_empty() {
+        let detail = if let Err(e) = out.success(&command) {
+            e.to_string()
+        } else if failed.is_empty() {
+            "empty output".to_string()
+        } else {
+            failed
+                .iter()
+                .map(|(d, m)| format!("{d}: {m}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        return Err(CollectError::NoDaemonAnswered {
+            command: command.to_string(),
+            detail,
+        });
+    }
+    Ok((ok, failed))
+}
+
+/// Settings of the collector task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectSettings {
+    pub interval: Duration,
+    pub recovery_window: Duration,
+    pub latency_window: Duration,
+}
+
+/// The collector's state across cycles: windows, counters, last good data.
+pub struct Collector<C> {
+    client: C,
+    settings: CollectSettings,
+    recovery: RecoveryWindow,
+    latency: LatencyWindow,
+    current: Snapshot,
+}
+
+impl<C: Client> Collector<C> {
+    pub fn new(client: C, settings: CollectSettings) -> Self {
+        Self {
+            recovery: RecoveryWindow::new(settings.recovery_window),
+            latency: LatencyWindow::new(settings.latency_window),
+            current: Snapshot::empty(settings.interval),
+            client,
+            settings,
+        }
+    }
+
+    fn record(&mut self, name: CollectorName, started: Instant, result: Result<(), CollectError>) {
+        let elapsed = started.elapsed();
+        let Some(h) = self.current.collectors.iter_mut().find(|h| h.name == name) else {
+            return;
+        };
+        h.last_duration = elapsed;
+        match result {
+            Ok(()) => {
+                h.last_ok = true;
+                h.last_error = None;
+                h.last_success = Some(SystemTime::now());
+            }
+            Err(e) => {
+                tracing::warn!(collector = name.as_str(), reason = e.reason(), error = %e, "collection failed; keeping the last good data until it is stale");
+                h.last_ok = false;
+                *h.errors_total.entry(e.reason()).or_insert(0) += 1;
+                h.last_error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// One collection cycle: returns the new snapshot.
+    pub async fn collect_once(&mut self) -> Snapshot {
+        let cycle_start = Instant::now();
+        self.current.cycle += 1;
+        self.current.taken_at = cycle_start;
+
+        // Status first: it tells whether listing undersized PGs is needed at all.
+        let started = Instant::now();
+        let status = run_parsed(&self.client, commands::status(), parse::status::parse).await;
+        let undersized_hint = match &status {
+            Ok(s) => {
+                s.pg_state_word_counts()
+                    .get("undersized")
+                    .copied()
+                    .unwrap_or(0)
+                    > 0
+            }
+            Err(_) => true,
+        };
+        let result = status.map(|s| {
+            let now = Instant::now();
+            self.recovery.push(
+                now.into_std(),
+                s.degraded_objects.saturating_add(s.misplaced_objects),
+            );
+            self.current.status = Some(Stamped {
+                at: now,
+                value: StatusData {
+                    recovery_rate_delta: self.recovery.rate(),
+                    status: s,
+                },
+            });
+        });
+        self.record(CollectorName::Status, started, result);
+
+        let client = &self.client;
+        let pgs_fut = async {
+            let t = Instant::now();
+            if undersized_hint {
+                (
+                    t,
+                    run_parsed(client, commands::undersized_pgs(), parse::pgs::parse).await,
+                )
+            } else {
+                (t, Ok(Vec::new()))
+            }
+        };
+        let ((t_pools, pools), (t_pgs, pgs), (t_lat, hist), (t_sched, sched)) = tokio::join!(
+            timed(run_parsed(client, commands::pools(), parse::pools::parse)),
+            pgs_fut,
+            timed(run_tell(
+                client,
+                commands::histograms(),
+                parse::histogram::parse_write_latency
+            )),
+            timed(collect_schedulers(client)),
+        );
+
+        let result = pools.map(|p| {
+            self.current.pools = Some(Stamped {
+                at: Instant::now(),
+                value: p,
+            });
+        });
+        self.record(CollectorName::Pools, t_pools, result);
+
+        let result = pgs.map(|p| {
+            self.current.undersized_pgs = Some(Stamped {
+                at: Instant::now(),
+                value: p,
+            });
+        });
+        self.record(CollectorName::Pgs, t_pgs, result);
+
+        let result = hist.map(|(per_osd, missing)| {
+            let now = Instant::now();
+            if !missing.is_empty() {
+                tracing::warn!(osds = ?missing.keys().collect::<Vec<_>>(), "some OSDs did not report their latency histogram");
+            }
+            self.latency.push(now.into_std(), per_osd.clone());
+            let quantiles = match self.latency.increase() {
+                Ok(Some(inc)) => QUANTILES
+                    .iter()
+                    .filter_map(|q| crate::latency::quantile(*q, &inc).map(|v| (*q, v)))
+                    .collect(),
+                Ok(None) => Vec::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "latency histograms of OSDs disagree on their buckets; no quantiles this cycle");
+                    Vec::new()
+                }
+            };
+            self.current.latency = Some(Stamped {
+                at: now,
+                value: LatencyData {
+                    per_osd,
+                    quantiles,
+                    window_span: self.latency.span(),
+                    missing,
+                },
+            });
+        });
+        self.record(CollectorName::Latency, t_lat, result);
+
+        let result = sched.map(|s| {
+            self.current.schedulers = Some(Stamped {
+                at: Instant::now(),
+                value: s,
+            });
+        });
+        self.record(CollectorName::Scheduler, t_sched, result);
+
+        self.current.clone()
+    }
+
+    /// Collects every interval until `shutdown` fires, publishing each snapshot.
+    pub async fn run(
+        mut self,
+        tx: watch::Sender<Arc<Snapshot>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut ticker = tokio::time::interval(self.settings.interval);
+        // A slow cluster delays the next cycle instead of firing a burst of catch-up cycles.
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = shutdown.changed() => break,
+            }
+            let snapshot = tokio::select! {
+                s = self.collect_once() => s,
+                _ = shutdown.changed() => break,
+            };
+            tracing::debug!(cycle = snapshot.cycle, took = ?snapshot.taken_at.elapsed(), "collection cycle done");
+            if tx.send(Arc::new(snapshot)).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// Runs a future, returning when it started with its output (for collector durations).
+async fn timed<F: std::future::Future>(fut: F) -> (Instant, F::Output) {
+    let t = Instant::now();
+    (t, fut.await)
+}
+
+async fn collect_schedulers<C: Client>(
+    client: &C,
+) -> Result<BTreeMap<String, OsdScheduler>, CollectError> {
+    let (queues, profiles) = tokio::join!(
+        run_tell(client, commands::osd_config_get("osd_op_queue"), |b| {
+            parse::config_value::parse_tell_config_get(b, "osd_op_queue")
+        }),
+        run_tell(
+            client,
+            commands::osd_config_get("osd_mclock_profile"),
+            |b| { parse::config_value::parse_tell_config_get(b, "osd_mclock_profile") }
+        ),
+    );
+    let (queues, _) = queues?;
+    let mut out: BTreeMap<String, OsdScheduler> = queues
+        .into_iter()
+        .map(|(osd, q)| {
+            (
+                osd,
+                OsdScheduler {
+                    op_queue: Some(q),
+                    mclock_profile: None,
+                },
+            )
+        })
+        .collect();
+    // The profile only means something under mClock; a failure to read it is not fatal.
+    if let Ok((profiles, _)) = profiles {
+        for (osd, p) in profiles {
+            out.entry(osd).or_default().mclock_profile = Some(p);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,839 @@
+//! Settings from the YAML config file and flags, as plain data. Flags override the file, the
+//! file overrides defaults. Every value is checked where it is read (so YAML errors carry line and
+//! column), and cross-field rules are checked in [`Settings::resolve`], naming where each value
+//! came from.
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use std::collections::BTreeMap;
+
+use crate::ceph::cli::CliSettings;
+use crate::enforcer::policy::{BaselineSpec, Mode, Policy, SuspendWhen, MCLOCK_PROFILES};
+
+/// Default port of `serve`: not 9283 (mgr prometheus module), 9926 (ceph-exporter) or 9128
+/// (digitalocean/ceph_exporter), so it can run beside any of them.
+pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9939";
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
+pub const DEFAULT_CEPH_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_COLLECT_INTERVAL: Duration = Duration::from_secs(15);
+pub const DEFAULT_RECOVERY_WINDOW: Duration = Duration::from_secs(300);
+pub const DEFAULT_LATENCY_WINDOW: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Yaml { path: PathBuf, message: String },
+    #[error("{origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// A duration written like `15s`, `5m`, `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s.trim())
+            .map(HumanDuration)
+            .map_err(|e| format!("invalid duration {s:?} ({e}); expected a number with a unit, like 15s, 5m or 1h30m"))
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// A `tracing` filter such as `info` or `ceph_recovery_budget=debug,warn`, checked when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLevel(pub String);
+
+impl std::str::FromStr for LogLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        tracing_subscriber::EnvFilter::try_new(s)
+            .map(|_| LogLevel(s.to_string()))
+            .map_err(|e| {
+                format!("invalid log level {s:?} ({e}); expected error, warn, info, debug or trace")
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for LogLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// `host:port`, `:port` (all interfaces, as Prometheus exporters accept) or `[::1]:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddress(pub SocketAddr);
+
+impl std::str::FromStr for ListenAddress {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let full = if s.starts_with(':') {
+            format!("0.0.0.0{s}")
+        } else {
+            s.to_string()
+        };
+        full.to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(ListenAddress)
+            .ok_or_else(|| {
+                format!(
+                    "invalid listen address {s:?}; expected host:port, like 0.0.0.0:9939 or :9939"
+                )
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenAddress {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// The config file, exactly as written: every key optional, unknown keys rejected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub web: WebFile,
+    #[serde(default)]
+    pub ceph: CephFile,
+    #[serde(default)]
+    pub collect: CollectFile,
+    #[serde(default)]
+    pub recovery: WindowFile,
+    #[serde(default)]
+    pub latency: WindowFile,
+    #[serde(default)]
+    pub log: LogFile,
+    #[serde(default)]
+    pub enforcer: EnforcerFile,
+}
+
+/// The `enforcer:` section: the policy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnforcerFile {
+    pub mode: Option<Mode>,
+    pub baseline: Option<BaselineSpec>,
+    pub learn_window: Option<Spanned<HumanDuration>>,
+    pub multiplier: Option<Spanned<f64>>,
+    #[serde(rename = "for")]
+    pub breach_for: Option<Spanned<HumanDuration>>,
+    pub latency_window: Option<Spanned<HumanDuration>>,
+    pub suspend_when: Option<SuspendWhen>,
+    pub throttle_profile: Option<Spanned<String>>,
+    pub suspend_profile: Option<Spanned<String>>,
+    pub wpq_levers: Option<BTreeMap<String, String>>,
+    pub settle: Option<Spanned<HumanDuration>>,
+    pub min_interval: Option<Spanned<HumanDuration>>,
+    pub max_changes_per_hour: Option<Spanned<u32>>,
+    pub verify_after: Option<Spanned<HumanDuration>>,
+    pub state_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebFile {
+    pub listen_address: Option<ListenAddress>,
+    pub telemetry_path: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CephFile {
+    /// Shell-like words, e.g. `cephadm shell -- ceph`.
+    pub cmd: Option<Spanned<String>>,
+    pub conf: Option<String>,
+    pub name: Option<String>,
+    pub keyring: Option<String>,
+    pub timeout: Option<Spanned<HumanDuration>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectFile {
+    pub interval: Option<Spanned<HumanDuration>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowFile {
+    pub window: Option<Spanned<HumanDuration>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogFile {
+    pub level: Option<LogLevel>,
+    pub format: Option<LogFormat>,
+}
+
+impl FileConfig {
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        // An empty file (or only comments) is a valid, empty config.
+        if text.lines().all(|l| {
+            let t = l.trim();
+            t.is_empty() || t.starts_with('#')
+        }) {
+            return Ok(Self::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+}
+
+/// Values given as flags; `None` = not given.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen_address: Option<ListenAddress>,
+    pub telemetry_path: Option<String>,
+    pub ceph_cmd: Option<String>,
+    pub ceph_conf: Option<String>,
+    pub ceph_name: Option<String>,
+    pub ceph_keyring: Option<String>,
+    pub ceph_timeout: Option<HumanDuration>,
+    pub collect_interval: Option<HumanDuration>,
+    pub recovery_window: Option<HumanDuration>,
+    pub latency_window: Option<HumanDuration>,
+    pub log_level: Option<LogLevel>,
+    pub log_format: Option<LogFormat>,
+    pub enforcer: EnforcerOverrides,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct EnforcerOverrides {
+    pub mode: Option<Mode>,
+    pub baseline: Option<BaselineSpec>,
+    pub learn_window: Option<HumanDuration>,
+    pub multiplier: Option<f64>,
+    pub breach_for: Option<HumanDuration>,
+    pub latency_window: Option<HumanDuration>,
+    pub suspend_when: Option<SuspendWhen>,
+    pub throttle_profile: Option<String>,
+    pub suspend_profile: Option<String>,
+    pub settle: Option<HumanDuration>,
+    pub min_interval: Option<HumanDuration>,
+    pub max_changes_per_hour: Option<u32>,
+    pub state_file: Option<PathBuf>,
+}
+
+/// Validated settings of `serve`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub listen_address: SocketAddr,
+    pub telemetry_path: String,
+    pub ceph: CliSettings,
+    pub collect_interval: Duration,
+    pub recovery_window: Duration,
+    pub latency_window: Duration,
+    pub log_level: String,
+    pub log_format: LogFormat,
+    pub policy: Policy,
+}
+
+/// Where a value came from, for error messages: the flag, the file position, or the default.
+#[derive(Debug, Clone)]
+enum Origin {
+    Flag(&'static str),
+    File {
+        path: PathBuf,
+        key: &'static str,
+        line: u64,
+        column: u64,
+    },
+    Default(&'static str),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Flag(flag) => write!(f, "flag {flag}"),
+            Origin::File {
+                path,
+                key,
+                line,
+                column,
+            } => {
+                write!(f, "{} line {line} column {column}: {key}", path.display())
+            }
+            Origin::Default(key) => write!(f, "default {key}"),
+        }
+    }
+}
+
+/// Picks flag, then file, then default, remembering the origin.
+fn pick<T: Clone>(
+    flag: Option<&T>,
+    flag_name: &'static str,
+    file: Option<&Spanned<T>>,
+    file_path: &Path,
+    key: &'static str,
+    default: T,
+) -> (T, Origin) {
+    if let Some(v) = flag {
+        (v.clone(), Origin::Flag(flag_name))
+    } else if let Some(s) = file {
+        (
+            s.value.clone(),
+            Origin::File {
+                path: file_path.to_path_buf(),
+                key,
+                line: s.referenced.line(),
+                column: s.referenced.column(),
+            },
+        )
+    } else {
+        (default, Origin::Default(key))
+    }
+}
+
+fn invalid(origin: &Origin, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        origin: origin.to_string(),
+        message: message.into(),
+    }
+}
+
+impl Settings {
+    /// Merges flags over the file over defaults and checks the result.
+    pub fn resolve(
+        file: &FileConfig,
+        file_path: &Path,
+        flags: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let hd = |d: Duration| HumanDuration(d);
+        let (interval, interval_origin) = pick(
+            flags.collect_interval.as_ref(),
+            "--collect.interval",
+            file.collect.interval.as_ref(),
+            file_path,
+            "collect.interval",
+            hd(DEFAULT_COLLECT_INTERVAL),
+        );
+        let (timeout, timeout_origin) = pick(
+            flags.ceph_timeout.as_ref(),
+            "--ceph-timeout",
+            file.ceph.timeout.as_ref(),
+            file_path,
+            "ceph.timeout",
+            hd(DEFAULT_CEPH_TIMEOUT),
+        );
+        let (recovery_window, recovery_origin) = pick(
+            flags.recovery_window.as_ref(),
+            "--recovery.window",
+            file.recovery.window.as_ref(),
+            file_path,
+            "recovery.window",
+            hd(DEFAULT_RECOVERY_WINDOW),
+        );
+        let (latency_window, latency_origin) = pick(
+            flags.latency_window.as_ref(),
+            "--latency.window",
+            file.latency.window.as_ref(),
+            file_path,
+            "latency.window",
+            hd(DEFAULT_LATENCY_WINDOW),
+        );
+        let (telemetry_path, path_origin) = pick(
+            flags.telemetry_path.as_ref(),
+            "--web.telemetry-path",
+            file.web.telemetry_path.as_ref(),
+            file_path,
+            "web.telemetry_path",
+            DEFAULT_TELEMETRY_PATH.to_string(),
+        );
+        let (cmd, cmd_origin) = pick(
+            flags.ceph_cmd.as_ref(),
+            "--ceph-cmd",
+            file.ceph.cmd.as_ref(),
+            file_path,
+            "ceph.cmd",
+            "ceph".to_string(),
+        );
+
+        if interval.0 < Duration::from_secs(1) {
+            return Err(invalid(&interval_origin, format!(
+                "collection interval {} is too short: each cycle runs several ceph commands; use 1s or more (15s is the default)",
+                humantime::format_duration(interval.0)
+            )));
+        }
+        if timeout.0.is_zero() {
+            return Err(invalid(
+                &timeout_origin,
+                "ceph command timeout must be greater than 0 (default 10s)",
+            ));
+        }
+        for (window, origin, what) in [
+            (recovery_window.0, &recovery_origin, "recovery"),
+            (latency_window.0, &latency_origin, "latency"),
+        ] {
+            if window < interval.0 * 2 {
+                return Err(invalid(origin, format!(
+                    "{what} window {} must span at least two collection intervals ({} each, from {interval_origin}): a rate needs two samples",
+                    humantime::format_duration(window),
+                    humantime::format_duration(interval.0)
+                )));
+            }
+        }
+        if !telemetry_path.starts_with('/')
+            || telemetry_path == "/"
+            || telemetry_path.starts_with("/-/")
+            || telemetry_path == "/decisions"
+        {
+            return Err(invalid(&path_origin, format!(
+                "telemetry path {telemetry_path:?} must start with '/' and not be '/', '/decisions' or under '/-/' (those serve the landing page, decisions and health)"
+            )));
+        }
+        let words = shell_words::split(&cmd)
+            .map_err(|e| invalid(&cmd_origin, format!("cannot split {cmd:?} into words: {e}")))?;
+        if words.is_empty() {
+            return Err(invalid(
+                &cmd_origin,
+                "ceph command is empty; expected e.g. \"ceph\" or \"cephadm shell -- ceph\"",
+            ));
+        }
+
+        let listen_address = flags
+            .listen_address
+            .clone()
+            .or_else(|| file.web.listen_address.clone())
+            .map(|a| a.0)
+            .unwrap_or_else(|| {
+                DEFAULT_LISTEN_ADDRESS
+                    .parse::<SocketAddr>()
+                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 9939)))
+            });
+        let policy = resolve_policy(&file.enforcer, file_path, &flags.enforcer, interval.0)?;
+        let or =
+            |flag: &Option<String>, file: &Option<String>| flag.clone().or_else(|| file.clone());
+        Ok(Settings {
+            policy,
+            listen_address,
+            telemetry_path,
+            ceph: CliSettings {
+                command: words,
+                conf: or(&flags.ceph_conf, &file.ceph.conf),
+                name: or(&flags.ceph_name, &file.ceph.name),
+                keyring: or(&flags.ceph_keyring, &file.ceph.keyring),
+                timeout: timeout.0,
+            },
+            collect_interval: interval.0,
+            recovery_window: recovery_window.0,
+            latency_window: latency_window.0,
+            log_level: flags
+                .log_level
+                .clone()
+                .or_else(|| file.log.level.clone())
+                .map(|l| l.0)
+                .unwrap_or_else(|| "info".to_string()),
+            log_format: flags.log_format.or(file.log.format).unwrap_or_default(),
+        })
+    }
+}
+
+fn resolve_policy(
+    file: &EnforcerFile,
+    path: &Path,
+    flags: &EnforcerOverrides,
+    interval: Duration,
+) -> Result<Policy, ConfigError> {
+    let d = Policy::default();
+    let dur = |flag: Option<&HumanDuration>,
+               name: &'static str,
+               fv: Option<&Spanned<HumanDuration>>,
+               key: &'static str,
+               def: Duration| {
+        let (v, o) = pick(flag, name, fv, path, key, HumanDuration(def));
+        (v.0, o)
+    };
+    let (latency_window, lw_origin) = dur(
+        flags.latency_window.as_ref(),
+        "--enforcer.latency-window",
+        file.latency_window.as_ref(),
+        "enforcer.latency_window",
+        d.latency_window,
+    );
+    let (learn_window, learn_origin) = dur(
+        flags.learn_window.as_ref(),
+        "--enforcer.learn-window",
+        file.learn_window.as_ref(),
+        "enforcer.learn_window",
+        d.learn_window,
+    );
+    let (breach_for, _) = dur(
+        flags.breach_for.as_ref(),
+        "--enforcer.for",
+        file.breach_for.as_ref(),
+        "enforcer.for",
+        d.breach_for,
+    );
+    let (settle, _) = dur(
+        flags.settle.as_ref(),
+        "--enforcer.settle",
+        file.settle.as_ref(),
+        "enforcer.settle",
+        d.settle,
+    );
+    let (min_interval, _) = dur(
+        flags.min_interval.as_ref(),
+        "--enforcer.min-interval",
+        file.min_interval.as_ref(),
+        "enforcer.min_interval",
+        d.min_interval,
+    );
+    let (verify_after, _) = dur(
+        None,
+        "",
+        file.verify_after.as_ref(),
+        "enforcer.verify_after",
+        d.verify_after,
+    );
+    let (multiplier, m_origin) = pick(
+        flags.multiplier.as_ref(),
+        "--enforcer.multiplier",
+        file.multiplier.as_ref(),
+        path,
+        "enforcer.multiplier",
+        d.multiplier,
+    );
+    let (max_changes, mc_origin) = pick(
+        flags.max_changes_per_hour.as_ref(),
+        "--enforcer.max-changes-per-hour",
+        file.max_changes_per_hour.as_ref(),
+        path,
+        "enforcer.max_changes_per_hour",
+        d.max_changes_per_hour,
+    );
+    let (throttle_profile, tp_origin) = pick(
+        flags.throttle_profile.as_ref(),
+        "--enforcer.throttle-profile",
+        file.throttle_profile.as_ref(),
+        path,
+        "enforcer.throttle_profile",
+        d.throttle_profile.clone(),
+    );
+    let (suspend_profile, sp_origin) = pick(
+        flags.suspend_profile.as_ref(),
+        "--enforcer.suspend-profile",
+        file.suspend_profile.as_ref(),
+        path,
+        "enforcer.suspend_profile",
+        d.suspend_profile.clone(),
+    );
+
+    if !(multiplier.is_finite() && (1.0..=100.0).contains(&multiplier)) {
+        return Err(invalid(&m_origin, format!("multiplier {multiplier} must be a number from 1.0 to 100.0 (bound = multiplier x baseline; 2.0 is the default)")));
+    }
+    if max_changes == 0 {
+        return Err(invalid(&mc_origin, "max_changes_per_hour must be at least 1 (the enforcer must be able to restore what it set)"));
+    }
+    for (p, o) in [
+        (&throttle_profile, &tp_origin),
+        (&suspend_profile, &sp_origin),
+    ] {
+        if !MCLOCK_PROFILES.contains(&p.as_str()) {
+            return Err(invalid(
+                o,
+                format!(
+                    "unknown mClock profile {p:?}; expected one of {}",
+                    MCLOCK_PROFILES.join(", ")
+                ),
+            ));
+        }
+    }
+    if latency_window < interval * 2 {
+        return Err(invalid(
+            &lw_origin,
+            format!(
+                "enforcer latency window {} must span at least two collection intervals ({} each)",
+                humantime::format_duration(latency_window),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    if learn_window < latency_window {
+        return Err(invalid(
+            &learn_origin,
+            format!(
+                "learn window {} must be at least the latency window {}",
+                humantime::format_duration(learn_window),
+                humantime::format_duration(latency_window)
+            ),
+        ));
+    }
+    let wpq_levers = file.wpq_levers.clone().unwrap_or(d.wpq_levers.clone());
+    if wpq_levers.is_empty() {
+        return Err(ConfigError::Invalid {
+            origin: format!("{}: enforcer.wpq_levers", path.display()),
+            message: "needs at least one setting (default: osd_max_backfills: \"1\", osd_recovery_sleep_hdd: \"0.1\")".into(),
+        });
+    }
+    Ok(Policy {
+        mode: flags.mode.or(file.mode).unwrap_or(d.mode),
+        baseline: flags
+            .baseline
+            .clone()
+            .or_else(|| file.baseline.clone())
+            .unwrap_or(d.baseline),
+        learn_window,
+        multiplier,
+        breach_for,
+        latency_window,
+        suspend_when: flags
+            .suspend_when
+            .or(file.suspend_when)
+            .unwrap_or(d.suspend_when),
+        throttle_profile,
+        suspend_profile,
+        wpq_levers,
+        settle,
+        min_interval,
+        max_changes_per_hour: max_changes,
+        verify_after,
+        state_file: flags
+            .state_file
+            .clone()
+            .or_else(|| file.state_file.clone())
+            .unwrap_or(d.state_file),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse(Path::new("crb.yml"), yaml)
+    }
+
+    fn resolve(yaml: &str, flags: &Overrides) -> Result<Settings, ConfigError> {
+        Settings::resolve(&parse(yaml)?, Path::new("crb.yml"), flags)
+    }
+
+    #[test]
+    fn defaults_without_file_or_flags() {
+        let s = resolve("", &Overrides::default()).unwrap();
+        assert_eq!(s.listen_address.port(), 9939);
+        assert_eq!(s.telemetry_path, "/metrics");
+        assert_eq!(s.ceph.command, ["ceph"]);
+        assert_eq!(s.ceph.timeout, Duration::from_secs(10));
+        assert_eq!(s.collect_interval, Duration::from_secs(15));
+        assert_eq!(s.recovery_window, Duration::from_secs(300));
+        assert_eq!(s.latency_window, Duration::from_secs(300));
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn every_key_in_the_file_is_read() {
+        let s = resolve(
+            "web:\n  listen_address: \"127.0.0.1:9100\"\n  telemetry_path: /m\nceph:\n  cmd: \"kubectl -n rook-ceph exec deploy/rook-ceph-tools -- ceph\"\n  conf: /etc/ceph/c.conf\n  name: client.crb\n  keyring: /k\n  timeout: 3s\ncollect:\n  interval: 5s\nrecovery:\n  window: 15m\nlatency:\n  window: 1m\nlog:\n  level: debug\n  format: json\n",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.listen_address, "127.0.0.1:9100".parse().unwrap());
+        assert_eq!(s.telemetry_path, "/m");
+        assert_eq!(
+            s.ceph.command,
+            [
+                "kubectl",
+                "-n",
+                "rook-ceph",
+                "exec",
+                "deploy/rook-ceph-tools",
+                "--",
+                "ceph"
+            ]
+        );
+        assert_eq!(s.ceph.conf.as_deref(), Some("/etc/ceph/c.conf"));
+        assert_eq!(s.ceph.name.as_deref(), Some("client.crb"));
+        assert_eq!(s.ceph.keyring.as_deref(), Some("/k"));
+        assert_eq!(s.ceph.timeout, Duration::from_secs(3));
+        assert_eq!(s.collect_interval, Duration::from_secs(5));
+        assert_eq!(s.recovery_window, Duration::from_secs(900));
+        assert_eq!(s.latency_window, Duration::from_secs(60));
+        assert_eq!(s.log_level, "debug");
+        assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let flags = Overrides {
+            collect_interval: Some(HumanDuration(Duration::from_secs(2))),
+            ceph_cmd: Some("cephadm shell -- ceph".into()),
+            ..Overrides::default()
+        };
+        let s = resolve("collect:\n  interval: 30s\nceph:\n  cmd: ceph\n", &flags).unwrap();
+        assert_eq!(s.collect_interval, Duration::from_secs(2));
+        assert_eq!(s.ceph.command, ["cephadm", "shell", "--", "ceph"]);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_position() {
+        let err = parse("collect:\n  intervall: 5s\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("crb.yml"), "{err}");
+        assert!(err.contains("intervall"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn bad_duration_is_rejected_with_position_and_example() {
+        let err = parse("latency:\n  window: 5 minutes please\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("like 15s, 5m"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_what_was_expected() {
+        for (yaml, expect) in [
+            ("web:\n  listen_address: nowhere\n", "host:port"),
+            ("log:\n  format: xml\n", "xml"),
+            ("log:\n  level: \"[[[\"\n", "invalid log level"),
+            ("ceph:\n  timeout: 10\n", "duration"),
+        ] {
+            let err = parse(yaml).unwrap_err().to_string();
+            assert!(err.contains(expect), "{yaml:?}: {err}");
+            assert!(err.contains("line"), "{yaml:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn cross_field_errors_name_the_file_position() {
+        let err = resolve(
+            "collect:\n  interval: 1m\nlatency:\n  window: 90s\n",
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("crb.yml line 4"), "{err}");
+        assert!(err.contains("latency.window"), "{err}");
+        assert!(err.contains("two collection intervals"), "{err}");
+    }
+
+    #[test]
+    fn cross_field_errors_name_the_flag() {
+        let flags = Overrides {
+            collect_interval: Some(HumanDuration(Duration::from_millis(100))),
+            ..Overrides::default()
+        };
+        let err = resolve("", &flags).unwrap_err().to_string();
+        assert!(err.starts_with("flag --collect.interval"), "{err}");
+    }
+
+    #[test]
+    fn reserved_telemetry_paths_and_empty_command_are_rejected() {
+        for yaml in [
+            "web:\n  telemetry_path: /\n",
+            "web:\n  telemetry_path: /-/healthy\n",
+            "web:\n  telemetry_path: metrics\n",
+            "ceph:\n  cmd: \"\"\n",
+            "ceph:\n  cmd: \"ceph 'unclosed\"\n",
+        ] {
+            assert!(resolve(yaml, &Overrides::default()).is_err(), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn the_enforcer_policy_is_read_and_checked() {
+        let s = resolve(
+            "enforcer:\n  mode: enforce\n  baseline: 16ms\n  multiplier: 2.5\n  for: 10m\n  latency_window: 2m\n  suspend_when: pool_at_min_size\n  settle: 1m\n  min_interval: 1m\n  max_changes_per_hour: 4\n  state_file: /tmp/s.json\n  wpq_levers:\n    osd_max_backfills: \"1\"\n",
+            &Overrides::default(),
+        )
+        .unwrap();
+        let p = s.policy;
+        assert_eq!(p.mode, Mode::Enforce);
+        assert_eq!(p.baseline, BaselineSpec::Fixed(Duration::from_millis(16)));
+        assert_eq!(p.multiplier, 2.5);
+        assert_eq!(p.breach_for, Duration::from_secs(600));
+        assert_eq!(p.latency_window, Duration::from_secs(120));
+        assert_eq!(p.suspend_when, SuspendWhen::PoolAtMinSize);
+        assert_eq!(p.max_changes_per_hour, 4);
+        assert_eq!(p.wpq_levers.len(), 1);
+        for (yaml, expect) in [
+            ("enforcer:\n  multiplier: 0.5\n", "line 2"),
+            (
+                "enforcer:\n  baseline: soon\n",
+                "expected a duration like 16ms",
+            ),
+            ("enforcer:\n  mode: on\n", "line 2"),
+            (
+                "enforcer:\n  throttle_profile: fast\n",
+                "unknown mClock profile",
+            ),
+            ("enforcer:\n  suspend_when: always\n", "line 2"),
+            ("enforcer:\n  max_changes_per_hour: 0\n", "at least 1"),
+            ("enforcer:\n  for_: 1m\n", "unknown field"),
+        ] {
+            let err = resolve(yaml, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expect), "{yaml:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn enforcer_flags_override_the_file() {
+        let flags = Overrides {
+            enforcer: EnforcerOverrides {
+                baseline: Some("learned".parse().unwrap()),
+                mode: Some(Mode::Off),
+                ..Default::default()
+            },
+            ..Overrides::default()
+        };
+        let s = resolve("enforcer:\n  mode: enforce\n  baseline: 16ms\n", &flags).unwrap();
+        assert_eq!(s.policy.mode, Mode::Off);
+        assert_eq!(s.policy.baseline, BaselineSpec::Learned);
+    }
+
+    #[test]
+    fn listen_address_accepts_port_only() {
+        let a: ListenAddress = ":9100".parse().unwrap();
+        assert_eq!(a.0, "0.0.0.0:9100".parse().unwrap());
+    }
+}

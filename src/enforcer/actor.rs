@@ -1,0 +1,130 @@
+//! The enforcer's hands: `ceph config set/rm osd KEY` and reading the config database.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use crate::ceph::parse::config_dump;
+use crate::ceph::{CephCommand, Client};
+
+/// Changes the cluster's configuration for all OSDs. Errors are messages for the decision log.
+pub trait Actor: Send + Sync + 'static {
+    /// `ceph config set osd KEY VALUE`
+    fn set(&self, key: &str, value: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// `ceph config rm osd KEY` (back to "not set")
+    fn rm(&self, key: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// The `osd`-section values of `keys` in the config database (None = not set).
+    fn configured(
+        &self,
+        keys: &[String],
+    ) -> impl Future<Output = Result<BTreeMap<String, Option<String>>, String>> + Send;
+}
+
+pub struct CephActor<C> {
+    client: C,
+}
+
+impl<C: Client> CephActor<C> {
+    pub fn new(client: C) -> Self {
+        Self { client }
+    }
+
+    async fn run(&self, args: &[&str]) -> Result<Vec<u8>, String> {
+        let cmd = CephCommand::new(args.iter().copied());
+        let out = self.client.run(&cmd).await.map_err(|e| e.to_string())?;
+        out.success(&cmd)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl<C: Client> Actor for CephActor<C> {
+    async fn set(&self, key: &str, value: &str) -> Result<(), String> {
+        self.run(&["config", "set", "osd", key, value])
+            .await
+            .map(|_| ())
+    }
+
+    async fn rm(&self, key: &str) -> Result<(), String> {
+        self.run(&["config", "rm", "osd", key]).await.map(|_| ())
+    }
+
+    async fn configured(
+        &self,
+        keys: &[String],
+    ) -> Result<BTreeMap<String, Option<String>>, String> {
+        let out = self.run(&["config", "dump"]).await?;
+        let entries = config_dump::parse(&out)
+            .map_err(|e| format!("cannot parse `ceph config dump`: {e}"))?;
+        // Only whole-section `osd` entries: that is what `config set osd` writes. Per-daemon
+        // (`osd.3`) or masked entries that win over it show up as OSDs not taking a profile.
+        let osd: Vec<(String, String)> = entries
+            .into_iter()
+            .filter(|e| e.section == "osd" && e.mask.is_empty())
+            .map(|e| (e.name, e.value))
+            .collect();
+        Ok(super::configured_map(&osd, keys))
+    }
+}
+
+/// Records every command and answers from an in-memory config database; for tests.
+#[derive(Debug, Clone, Default)]
+pub struct FakeActor {
+    pub db: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+    pub commands: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Fail the next N set/rm calls.
+    pub fail_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl FakeActor {
+    pub fn commands(&self) -> Vec<String> {
+        self.commands.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    pub fn set_by_hand(&self, key: &str, value: &str) {
+        if let Ok(mut db) = self.db.lock() {
+            db.insert(key.into(), value.into());
+        }
+    }
+    fn should_fail(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+impl Actor for FakeActor {
+    async fn set(&self, key: &str, value: &str) -> Result<(), String> {
+        if let Ok(mut c) = self.commands.lock() {
+            c.push(format!("config set osd {key} {value}"));
+        }
+        if self.should_fail() {
+            return Err("Error ETIMEDOUT: injected failure".into());
+        }
+        self.set_by_hand(key, value);
+        Ok(())
+    }
+
+    async fn rm(&self, key: &str) -> Result<(), String> {
+        if let Ok(mut c) = self.commands.lock() {
+            c.push(format!("config rm osd {key}"));
+        }
+        if self.should_fail() {
+            return Err("Error ETIMEDOUT: injected failure".into());
+        }
+        if let Ok(mut db) = self.db.lock() {
+            db.remove(key);
+        }
+        Ok(())
+    }
+
+    async fn configured(
+        &self,
+        keys: &[String],
+    ) -> Result<BTreeMap<String, Option<String>>, String> {
+        let db = self.db.lock().map_err(|_| "poisoned".to_string())?;
+        Ok(keys
+            .iter()
+            .map(|k| (k.clone(), db.get(k).cloned()))
+            .collect())
+    }
+}

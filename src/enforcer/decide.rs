@@ -1,0 +1,694 @@
+//! The pure core: `decide(policy, observation, state, now) -> Decision`, and
+//! `apply_outcome` for what happened when the loop acted. No I/O, no clock.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::observation::{Observation, OpQueue};
+use super::policy::{Mode, Policy, SuspendWhen};
+use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry, Time};
+use super::{fmt_ms, fmt_secs};
+
+pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
+const HOUR: f64 = 3600.0;
+
+/// One setting to change: `to: None` means `ceph config rm osd KEY`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub key: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl Change {
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} -> {}",
+            self.key,
+            self.from.as_deref().unwrap_or("(unset)"),
+            self.to.as_deref().unwrap_or("(unset)")
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    pub kind: ActionKind,
+    pub changes: Vec<Change>,
+    /// Why, in numbers.
+    pub reason: String,
+}
+
+impl Action {
+    pub fn describe(&self) -> String {
+        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+        format!(
+            "{} {}: {}",
+            self.kind.as_str(),
+            changes.join(", "),
+            self.reason
+        )
+    }
+}
+
+/// A line of the decision log, also served as JSON on /decisions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    pub time: Time,
+    pub mode: &'static str,
+    /// THROTTLE, SUSPEND, RESUME, RESTORE, or a state change (BREACH, HOLD, ...).
+    pub event: String,
+    /// The action was carried out (false: observe mode, or a note).
+    pub performed: bool,
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Change>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_seconds: Option<f64>,
+    pub pgs_recovering: u64,
+    pub pgs_undersized: u64,
+    pub degraded_objects: u64,
+    pub misplaced_objects: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools_at_min_size: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub action: Option<Action>,
+    pub notes: Vec<DecisionRecord>,
+    pub next: EnforcerState,
+}
+
+/// Context for building records.
+struct Ctx<'a> {
+    policy: &'a Policy,
+    obs: &'a Observation,
+    now: Time,
+    bound: Option<f64>,
+}
+
+impl Ctx<'_> {
+    fn record(&self, event: &str, message: String) -> DecisionRecord {
+        DecisionRecord {
+            time: self.now,
+            mode: self.policy.mode.as_str(),
+            event: event.to_string(),
+            performed: false,
+            message,
+            changes: Vec::new(),
+            p99_seconds: self.obs.p99,
+            bound_seconds: self.bound,
+            baseline_seconds: self.obs.baseline,
+            pgs_recovering: self.obs.pgs_recovering,
+            pgs_undersized: self.obs.undersized_pgs,
+            degraded_objects: self.obs.degraded_objects,
+            misplaced_objects: self.obs.misplaced_objects,
+            pools_at_min_size: self.obs.pools_at_min_size.clone(),
+        }
+    }
+
+    /// "12 PGs recovering, 0 undersized"
+    fn pg_summary(&self) -> String {
+        format!(
+            "{} PGs recovering, {} undersized",
+            self.obs.pgs_recovering, self.obs.undersized_pgs
+        )
+    }
+}
+
+/// Seconds until another change is allowed, or 0.
+pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
+    let recent: Vec<Time> = state
+        .changes
+        .iter()
+        .copied()
+        .filter(|t| now - t < HOUR)
+        .collect();
+    let mut wait: f64 = 0.0;
+    if let Some(last) = recent.iter().copied().reduce(f64::max) {
+        wait = wait.max(last + policy.min_interval.as_secs_f64() - now);
+    }
+    if recent.len() as u32 >= policy.max_changes_per_hour {
+        // The oldest change in the hour must age out first.
+        let mut sorted = recent.clone();
+        sorted.sort_by(f64::total_cmp);
+        let idx = recent.len() - policy.max_changes_per_hour as usize;
+        if let Some(t) = sorted.get(idx) {
+            wait = wait.max(t + HOUR - now);
+        }
+    }
+    wait.max(0.0)
+}
+
+fn at_risk(policy: &Policy, obs: &Observation) -> Option<String> {
+    match policy.suspend_when {
+        SuspendWhen::AnyUndersized if obs.undersized_pgs > 0 => Some(format!(
+            "{} PGs undersized{}",
+            obs.undersized_pgs,
+            if obs.pools_at_min_size.is_empty() {
+                String::new()
+            } else {
+                format!(", pools at min_size: {}", obs.pools_at_min_size.join(", "))
+            }
+        )),
+        SuspendWhen::PoolAtMinSize if !obs.pools_at_min_size.is_empty() => Some(format!(
+            "pools at min_size: {} ({} PGs undersized)",
+            obs.pools_at_min_size.join(", "),
+            obs.undersized_pgs
+        )),
+        _ => None,
+    }
+}
+
+/// The values the policy sets to throttle, for the op queue the OSDs run.
+fn throttle_values(policy: &Policy, obs: &Observation) -> Option<BTreeMap<String, String>> {
+    match &obs.op_queue {
+        OpQueue::Mclock => Some(BTreeMap::from([(
+            MCLOCK_PROFILE_KEY.to_string(),
+            policy.throttle_profile.clone(),
+        )])),
+        OpQueue::Other(_) => Some(policy.wpq_levers.clone()),
+        OpQueue::Mixed | OpQueue::Unknown => None,
+    }
+}
+
+fn changes_to(values: &BTreeMap<String, String>, obs: &Observation) -> Vec<Change> {
+    values
+        .iter()
+        .map(|(k, v)| Change {
+            key: k.clone(),
+            from: obs.configured.get(k).cloned().flatten(),
+            to: Some(v.clone()),
+        })
+        .collect()
+}
+
+fn changes_back(state: &EnforcerState, obs: &Observation) -> Vec<Change> {
+    let applied = state.applied.as_ref();
+    state
+        .original
+        .iter()
+        .map(|(k, orig)| {
+            let ours = applied.and_then(|a| a.values.get(k).cloned());
+            // In observe mode nothing was really set: show what would be undone.
+            let from = if applied.is_some_and(|a| a.simulated) {
+                ours
+            } else {
+                obs.configured.get(k).cloned().flatten().or(ours)
+            };
+            Change {
+                key: k.clone(),
+                from,
+                to: orig.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Decides what to do now. `state` is what the enforcer remembered; the returned `next` is what
+/// it remembers if the action (if any) is not carried out: [`apply_outcome`] adds the result.
+pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Decision {
+    let mut next = state.clone();
+    next.changes.retain(|t| now - t < HOUR);
+    let bound = obs.baseline.map(|b| b * policy.multiplier);
+    let ctx = Ctx {
+        policy,
+        obs,
+        now,
+        bound,
+    };
+    let mut notes = Vec::new();
+
+    // 7. Never act on old data.
+    if let Some(reason) = &obs.stale {
+        if state.holding.as_deref() != Some(reason.as_str()) {
+            notes.push(ctx.record(
+                "HOLD",
+                format!("HOLD: {reason}; no action on old data until observations are fresh again"),
+            ));
+        }
+        next.holding = Some(reason.clone());
+        next.phase = Phase::Holding;
+        return Decision {
+            action: None,
+            notes,
+            next,
+        };
+    }
+    if state.holding.is_some() {
+        notes.push(ctx.record(
+            "HOLD_ENDED",
+            "HOLD ended: observations are fresh again".to_string(),
+        ));
+        next.holding = None;
+    }
+
+    let recovering = obs.recovery_active();
+    if recovering && !state.recovery_active {
+        notes.push(ctx.record(
+            "RECOVERY_STARTED",
+            format!(
+                "RECOVERY started: {} degraded, {} misplaced objects; {}",
+                obs.degraded_objects,
+                obs.misplaced_objects,
+                ctx.pg_summary()
+            ),
+        ));
+    }
+    next.recovery_active = recovering;
+
+    // 6. A person changed what we set: hands off until the recovery ends.
+    if let Some(applied) = &state.applied {
+        if !applied.simulated && obs.configured_known && !state.overridden {
+            let changed: Vec<String> = applied
+                .values
+                .iter()
+                .filter(|(k, ours)| {
+                    let now_v = obs.configured.get(*k).cloned().flatten();
+                    now_v.as_deref() != Some(ours.as_str())
+                        && now_v != state.original.get(*k).cloned().flatten()
+                })
+                .map(|(k, ours)| {
+                    format!(
+                        "{k} is {} (we set {ours}, the original was {})",
+                        obs.configured
+                            .get(k)
+                            .cloned()
+                            .flatten()
+                            .unwrap_or_else(|| "(unset)".into()),
+                        state
+                            .original
+                            .get(k)
+                            .cloned()
+                            .flatten()
+                            .unwrap_or_else(|| "(unset)".into())
+                    )
+                })
+                .collect();
+            if !changed.is_empty() {
+                notes.push(ctx.record(
+                    "OVERRIDE",
+                    format!(
+                        "OVERRIDE: someone changed the setting by hand: {}; the enforcer stops acting until this recovery ends and will not restore anything",
+                        changed.join("; ")
+                    ),
+                ));
+                next.overridden = true;
+            }
+        }
+    }
+    if next.overridden {
+        if !recovering {
+            notes.push(ctx.record(
+                "OVERRIDE_ENDED",
+                "OVERRIDE ended: recovery finished; the enforcer resumes the policy (the hand-set value stays)".to_string(),
+            ));
+            next = EnforcerState {
+                learned: next.learned,
+                changes: next.changes,
+                ..EnforcerState::default()
+            };
+            next.phase = Phase::Idle;
+        } else {
+            next.phase = Phase::Overridden;
+        }
+        return Decision {
+            action: None,
+            notes,
+            next,
+        };
+    }
+
+    let mut want: Option<(ActionKind, Vec<Change>, String)> = None;
+
+    if !recovering {
+        // 1 and 5: no recovery: nothing to do but restore, after the settle time.
+        if let Some(since) = next.breach_since.take() {
+            notes.push(ctx.record(
+                "BREACH_ENDED",
+                format!(
+                    "BREACH ended after {}: recovery finished",
+                    fmt_secs(now - since)
+                ),
+            ));
+        }
+        if state.recovery_active {
+            notes.push(ctx.record("RECOVERY_FINISHED", "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
+        }
+        if state.applied.is_some() && !state.original.is_empty() {
+            let ended = *next.recovery_ended_at.get_or_insert(now);
+            let waited = now - ended;
+            if waited >= policy.settle.as_secs_f64() {
+                want = Some((
+                    ActionKind::Restore,
+                    changes_back(state, obs),
+                    format!(
+                        "recovery finished {} ago (settle {})",
+                        fmt_secs(waited),
+                        fmt_secs(policy.settle.as_secs_f64())
+                    ),
+                ));
+            }
+            next.phase = Phase::Settling;
+        } else {
+            next.recovery_ended_at = None;
+            next.phase = Phase::Idle;
+            next.noted.clear();
+        }
+    } else {
+        next.recovery_ended_at = None;
+        if let Some(risk) = at_risk(policy, obs) {
+            // 4: redundancy at risk: the bound is suspended whatever the latency.
+            if let Some(since) = next.breach_since.take() {
+                notes.push(ctx.record(
+                    "BREACH_ENDED",
+                    format!(
+                        "BREACH no longer counts after {}: bound suspended ({risk})",
+                        fmt_secs(now - since)
+                    ),
+                ));
+            }
+            let already = state
+                .applied
+                .as_ref()
+                .is_some_and(|a| a.kind == ActionKind::Suspend);
+            if !already {
+                match &obs.op_queue {
+                    OpQueue::Mclock => {
+                        let values = BTreeMap::from([(
+                            MCLOCK_PROFILE_KEY.to_string(),
+                            policy.suspend_profile.clone(),
+                        )]);
+                        want = Some((
+                            ActionKind::Suspend,
+                            changes_to(&values, obs),
+                            format!("redundancy at risk: {risk}; latency bound suspended, recovery first"),
+                        ));
+                    }
+                    _ if state.applied.is_some() => {
+                        // No profile to raise recovery without mClock: undo the throttle.
+                        want = Some((
+                            ActionKind::Suspend,
+                            changes_back(state, obs),
+                            format!("redundancy at risk: {risk}; latency bound suspended, throttle removed"),
+                        ));
+                    }
+                    _ => {
+                        if next.noted.insert("suspended_nothing_to_do".into()) {
+                            notes.push(ctx.record("SUSPENDED", format!("bound SUSPENDED: {risk}; nothing to change (OSDs do not run mClock and nothing is throttled)")));
+                        }
+                    }
+                }
+            }
+            next.phase = Phase::Suspended;
+        } else if state
+            .applied
+            .as_ref()
+            .is_some_and(|a| a.kind == ActionKind::Suspend)
+        {
+            want = Some((
+                ActionKind::Resume,
+                changes_back(state, obs),
+                format!("redundancy restored (0 PGs undersized) while recovery continues ({}); the latency bound applies again", ctx.pg_summary()),
+            ));
+            next.phase = Phase::Suspended;
+        } else {
+            // 2 and 3: the bound applies.
+            next.phase = if state
+                .applied
+                .as_ref()
+                .is_some_and(|a| a.kind == ActionKind::Throttle)
+            {
+                Phase::Throttled
+            } else {
+                Phase::Watching
+            };
+            match (obs.p99, bound, obs.baseline) {
+                (_, None, _) | (_, _, None) => {
+                    if next.noted.insert("no_baseline".into()) {
+                        notes.push(ctx.record(
+                            "NO_BASELINE",
+                            format!("cannot judge latency: no baseline yet ({}); suspension still applies", obs.baseline_note.as_deref().unwrap_or("baseline unknown")),
+                        ));
+                    }
+                }
+                (None, _, _) => {
+                    next.breach_since = None;
+                }
+                (Some(p99), Some(bound), Some(baseline)) => {
+                    if p99 > bound {
+                        let since = *next.breach_since.get_or_insert(now);
+                        if state.breach_since.is_none() {
+                            notes.push(ctx.record(
+                                "BREACH",
+                                format!(
+                                    "BREACH: client p99 write {} > bound {} ({} x baseline {}); acting after {} if it lasts; {}",
+                                    fmt_ms(p99),
+                                    fmt_ms(bound),
+                                    policy.multiplier,
+                                    fmt_ms(baseline),
+                                    fmt_secs(policy.breach_for.as_secs_f64()),
+                                    ctx.pg_summary()
+                                ),
+                            ));
+                        }
+                        let lasted = now - since;
+                        if lasted >= policy.breach_for.as_secs_f64()
+                            && next.phase != Phase::Throttled
+                        {
+                            next.phase = Phase::Breached;
+                            match throttle_values(policy, obs) {
+                                Some(values) => {
+                                    want = Some((
+                                        ActionKind::Throttle,
+                                        changes_to(&values, obs),
+                                        format!(
+                                            "client p99 write {} > bound {} ({} x baseline {}) for {}; {}",
+                                            fmt_ms(p99),
+                                            fmt_ms(bound),
+                                            policy.multiplier,
+                                            fmt_ms(baseline),
+                                            fmt_secs(lasted),
+                                            ctx.pg_summary()
+                                        ),
+                                    ));
+                                }
+                                None => {
+                                    if next.noted.insert("op_queue_unknown".into()) {
+                                        notes.push(ctx.record("NO_LEVER", format!("cannot throttle: the OSDs' op queue is {}; fix the OSDs or the collector first", obs.op_queue.describe())));
+                                    }
+                                }
+                            }
+                        }
+                    } else if let Some(since) = next.breach_since.take() {
+                        notes.push(ctx.record(
+                            "BREACH_ENDED",
+                            format!(
+                                "BREACH ended after {}: client p99 write {} <= bound {}",
+                                fmt_secs(now - since),
+                                fmt_ms(p99),
+                                fmt_ms(bound)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    // 3: did the OSDs take the profile?  10: did the throttle help?
+    if let Some(applied) = next.applied.as_mut() {
+        check_applied(policy, &ctx, applied, &mut notes);
+    }
+
+    let action = want.and_then(|(kind, changes, reason)| {
+        let changes: Vec<Change> = changes.into_iter().filter(|c| c.from != c.to || kind == ActionKind::Restore).collect();
+        if changes.is_empty() {
+            if kind == ActionKind::Throttle && next.noted.insert("already_throttled".into()) {
+                notes.push(ctx.record(
+                    "NOTHING_TO_DO",
+                    format!("THROTTLE wanted but the OSDs are already configured that way; nothing stronger to try: {reason}"),
+                ));
+            }
+            return None;
+        }
+        if let Some(r) = &state.retry {
+            if r.kind == kind && now < r.next_at {
+                return None;
+            }
+        }
+        let wait = limit_wait(policy, &next, now);
+        if wait > 0.0 {
+            if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
+                notes.push(ctx.record(
+                    "RATE_LIMITED",
+                    format!(
+                        "{} deferred {}: at most {} changes per hour and {} between changes ({} in the last hour); {reason}",
+                        kind.as_str(),
+                        fmt_secs(wait),
+                        policy.max_changes_per_hour,
+                        fmt_secs(policy.min_interval.as_secs_f64()),
+                        next.changes.len()
+                    ),
+                ));
+            }
+            return None;
+        }
+        Some(Action { kind, changes, reason })
+    });
+    if let Some(a) = &action {
+        // Remember what the operator had before our first change of this episode.
+        for c in &a.changes {
+            if matches!(a.kind, ActionKind::Throttle | ActionKind::Suspend)
+                && !next.original.contains_key(&c.key)
+            {
+                next.original.insert(c.key.clone(), c.from.clone());
+            }
+        }
+    }
+    Decision {
+        action,
+        notes,
+        next,
+    }
+}
+
+fn check_applied(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    applied: &mut Applied,
+    notes: &mut Vec<DecisionRecord>,
+) {
+    let age = ctx.now - applied.at;
+    if !applied.verified && !applied.simulated && age >= policy.verify_after.as_secs_f64() {
+        if let Some(profile) = applied.values.get(MCLOCK_PROFILE_KEY) {
+            applied.verified = true;
+            applied.not_taken = ctx
+                .obs
+                .osd_profiles
+                .iter()
+                .filter(|(_, p)| *p != profile)
+                .map(|(osd, p)| format!("{osd} ({p})"))
+                .collect();
+            if applied.not_taken.is_empty() {
+                notes.push(ctx.record(
+                    "VERIFIED",
+                    format!(
+                        "VERIFIED: all {} OSDs run {profile}",
+                        ctx.obs.osd_profiles.len()
+                    ),
+                ));
+            } else {
+                notes.push(ctx.record(
+                    "NOT_TAKEN",
+                    format!(
+                        "NOT TAKEN: {} still run another profile than {profile} {} after the change: a value in their ceph.conf (or set with ceph tell) wins over ceph config set; remove it there",
+                        applied.not_taken.join(", "),
+                        fmt_secs(age)
+                    ),
+                ));
+            }
+        }
+    }
+    if applied.kind == ActionKind::Throttle
+        && applied.effective.is_none()
+        && age >= policy.latency_window.as_secs_f64()
+    {
+        if let (Some(p99), Some(bound)) = (ctx.obs.p99, ctx.bound) {
+            let helped = p99 <= bound;
+            applied.effective = Some(helped);
+            let msg = if helped {
+                format!(
+                    "THROTTLE helped: p99 {} <= bound {} after {}",
+                    fmt_ms(p99),
+                    fmt_ms(bound),
+                    fmt_secs(age)
+                )
+            } else {
+                format!(
+                    "THROTTLE had no effect: p99 still {} > bound {} after {}; keeping it (no flapping), recovery runs slower for nothing measurable",
+                    fmt_ms(p99),
+                    fmt_ms(bound),
+                    fmt_secs(age)
+                )
+            };
+            notes.push(ctx.record(if helped { "EFFECTIVE" } else { "NO_EFFECT" }, msg));
+        }
+    }
+}
+
+/// Backoff after failed attempts: 10 s, 20 s, 40 s, ... at most 5 minutes.
+pub fn retry_delay(attempts: u32) -> f64 {
+    (10.0 * 2f64.powi(attempts.saturating_sub(1).min(10) as i32)).min(300.0)
+}
+
+/// Adds what happened when the loop carried out `action` (or, in observe mode, pretended to).
+pub fn apply_outcome(
+    policy: &Policy,
+    mut state: EnforcerState,
+    action: &Action,
+    result: Result<(), String>,
+    now: Time,
+) -> EnforcerState {
+    match result {
+        Ok(()) => {
+            state.retry = None;
+            state.changes.push(now);
+            state.noted.retain(|n| !n.starts_with("rate_limited:"));
+            match action.kind {
+                ActionKind::Throttle | ActionKind::Suspend
+                    if action.changes.iter().all(|c| c.to.is_some()) =>
+                {
+                    state.applied = Some(Applied {
+                        kind: action.kind,
+                        values: action
+                            .changes
+                            .iter()
+                            .filter_map(|c| c.to.clone().map(|v| (c.key.clone(), v)))
+                            .collect(),
+                        at: now,
+                        simulated: policy.mode != Mode::Enforce,
+                        verified: false,
+                        not_taken: Vec::new(),
+                        effective: None,
+                    });
+                    state.phase = if action.kind == ActionKind::Throttle {
+                        Phase::Throttled
+                    } else {
+                        Phase::Suspended
+                    };
+                }
+                // Back to the operator's values (Restore, Resume, or a wpq suspension).
+                _ => {
+                    state.applied = None;
+                    state.original.clear();
+                    if action.kind == ActionKind::Restore {
+                        state.recovery_ended_at = None;
+                        state.noted.clear();
+                        state.phase = Phase::Idle;
+                    }
+                }
+            }
+        }
+        Err(_) => {
+            let attempts = state
+                .retry
+                .as_ref()
+                .filter(|r| r.kind == action.kind)
+                .map_or(0, |r| r.attempts)
+                + 1;
+            state.retry = Some(Retry {
+                kind: action.kind,
+                attempts,
+                next_at: now + retry_delay(attempts),
+            });
+        }
+    }
+    state
+}

@@ -1,0 +1,411 @@
+//! The enforcer: a control loop inside `serve`, fed by the exporter's snapshots.
+//! observe (Snapshot -> Observation) -> decide (pure) -> act (Actor) -> log (DecisionRecord).
+
+pub mod actor;
+pub mod decide;
+pub mod observation;
+pub mod policy;
+pub mod state;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::collect::Snapshot;
+use crate::latency::{quantile, LatencyWindow};
+pub use actor::{Actor, CephActor};
+pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
+pub use observation::Observation;
+pub use policy::{BaselineSpec, Mode, Policy};
+pub use state::{EnforcerState, Time};
+pub use view::EnforcerView;
+
+/// "38.2 ms"
+pub fn fmt_ms(seconds: f64) -> String {
+    let ms = seconds * 1000.0;
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// "15m0s", "42s"
+pub fn fmt_secs(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+/// Wall-clock time for the pure code and the log. The tokio-based clock advances with tokio's
+/// (pausable) clock, so the loop can be tested under `tokio::time::pause`.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Time;
+}
+
+pub struct TokioClock {
+    wall_at_start: f64,
+    mono_at_start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn new() -> Self {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        Self::starting_at(wall)
+    }
+
+    pub fn starting_at(wall: f64) -> Self {
+        Self {
+            wall_at_start: wall,
+            mono_at_start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Time {
+        self.wall_at_start + self.mono_at_start.elapsed().as_secs_f64()
+    }
+}
+
+/// How log lines are written: plain sentences, or with every field for JSON logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStyle {
+    Text,
+    Json,
+}
+
+/// Shared with HTTP: the current view and the last decisions.
+pub type Shared = Arc<Mutex<EnforcerView>>;
+
+pub struct Enforcer<A, K> {
+    policy: Policy,
+    actor: A,
+    clock: K,
+    state: EnforcerState,
+    window: LatencyWindow,
+    learner: LatencyWindow,
+    fixed_baseline: Option<f64>,
+    shared: Shared,
+    log_style: LogStyle,
+    last_cycle: u64,
+    interval: Duration,
+}
+
+impl<A: Actor, K: Clock> Enforcer<A, K> {
+    /// `fixed_baseline` is the baseline in seconds when the policy gives one (a duration, or the
+    /// p99 read from a fio report at start).
+    pub fn new(
+        policy: Policy,
+        actor: A,
+        clock: K,
+        state: EnforcerState,
+        fixed_baseline: Option<f64>,
+        interval: Duration,
+        log_style: LogStyle,
+    ) -> Self {
+        let shared = Arc::new(Mutex::new(EnforcerView::new(&policy)));
+        Self {
+            window: LatencyWindow::new(policy.latency_window),
+            learner: LatencyWindow::new(policy.learn_window),
+            policy,
+            actor,
+            clock,
+            state,
+            fixed_baseline,
+            shared,
+            log_style,
+            last_cycle: 0,
+            interval,
+        }
+    }
+
+    pub fn shared(&self) -> Shared {
+        self.shared.clone()
+    }
+
+    pub fn state(&self) -> &EnforcerState {
+        &self.state
+    }
+
+    fn log(&self, r: &DecisionRecord) {
+        match self.log_style {
+            LogStyle::Text => tracing::info!(target: "decision", "{}", r.message),
+            LogStyle::Json => tracing::info!(
+                target: "decision",
+                mode = r.mode,
+                event = %r.event,
+                performed = r.performed,
+                changes = %serde_json::to_string(&r.changes).unwrap_or_default(),
+                p99_seconds = r.p99_seconds,
+                bound_seconds = r.bound_seconds,
+                baseline_seconds = r.baseline_seconds,
+                pgs_recovering = r.pgs_recovering,
+                pgs_undersized = r.pgs_undersized,
+                degraded_objects = r.degraded_objects,
+                misplaced_objects = r.misplaced_objects,
+                pools_at_min_size = %r.pools_at_min_size.join(","),
+                "{}",
+                r.message
+            ),
+        }
+        if let Ok(mut v) = self.shared.lock() {
+            v.push_decision(r.clone());
+        }
+    }
+
+    fn persist(&self, what: &str) {
+        if let Err(e) = self.state.save(&self.policy.state_file) {
+            if self.policy.mode == Mode::Enforce {
+                tracing::error!(error = %e, "cannot persist the enforcer state ({what}); a restart may not restore the operator's original settings");
+            } else {
+                tracing::warn!(error = %e, "cannot persist the enforcer state ({what})");
+            }
+        }
+    }
+
+    /// Feeds the latency windows with a new snapshot's histograms and returns p99.
+    fn observe(
+        &mut self,
+        snapshot: &Snapshot,
+        mono: tokio::time::Instant,
+        now: Time,
+    ) -> Observation {
+        let mut obs = observation::from_snapshot(snapshot, mono);
+        if snapshot.cycle != self.last_cycle {
+            self.last_cycle = snapshot.cycle;
+            if let Some(lat) = snapshot.fresh(&snapshot.latency, mono) {
+                let at = lat_instant(snapshot, mono);
+                self.window.push(at, lat.per_osd.clone());
+                if obs.recovery_active() || obs.stale.is_some() {
+                    // Latency during recovery is not a baseline.
+                    self.learner = LatencyWindow::new(self.policy.learn_window);
+                } else {
+                    self.learner.push(at, lat.per_osd.clone());
+                    let full = self.learner.span() + self.interval >= self.policy.learn_window;
+                    if full {
+                        if let Ok(Some(inc)) = self.learner.increase() {
+                            if let Some(p99) = quantile(0.99, &inc) {
+                                let first = self.state.learned.is_none();
+                                self.state.learned = Some(state::Learned {
+                                    p99_seconds: p99,
+                                    at: now,
+                                });
+                                if first && self.policy.baseline == BaselineSpec::Learned {
+                                    tracing::info!(target: "decision", "BASELINE learned: client p99 write {} over {} without recovery", fmt_ms(p99), fmt_secs(self.policy.learn_window.as_secs_f64()));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        obs.p99 = match self.window.increase() {
+            Ok(Some(inc)) => quantile(0.99, &inc),
+            _ => None,
+        };
+        match (&self.policy.baseline, self.fixed_baseline) {
+            (BaselineSpec::Learned, _) => match self.state.learned {
+                Some(l) => {
+                    obs.baseline = Some(l.p99_seconds);
+                    obs.baseline_note = Some("learned".into());
+                }
+                None => {
+                    obs.baseline_note = Some(format!(
+                        "baseline is learned from {} of client writes without recovery and none has been measured yet",
+                        fmt_secs(self.policy.learn_window.as_secs_f64())
+                    ))
+                }
+            },
+            (_, Some(b)) => obs.baseline = Some(b),
+            (_, None) => obs.baseline_note = Some("baseline not set".into()),
+        }
+        obs
+    }
+
+    fn lever_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.policy.wpq_levers.keys().cloned().collect();
+        keys.push(decide::MCLOCK_PROFILE_KEY.to_string());
+        keys
+    }
+
+    /// One cycle: observe, decide, act, log, persist.
+    pub async fn step(&mut self, snapshot: &Snapshot) {
+        let mono = tokio::time::Instant::now();
+        let now = self.clock.now();
+        let mut obs = self.observe(snapshot, mono, now);
+        if obs.stale.is_none() && (obs.recovery_active() || self.state.applied.is_some()) {
+            match self.actor.configured(&self.lever_keys()).await {
+                Ok(values) => {
+                    obs.configured = values;
+                    obs.configured_known = true;
+                }
+                Err(e) => {
+                    obs.stale = Some(format!(
+                        "cannot read the configured values (ceph config dump): {e}"
+                    ));
+                }
+            }
+        }
+
+        let Decision {
+            action,
+            notes,
+            next,
+        } = decide(&self.policy, &obs, &self.state, now);
+        let before = std::mem::replace(&mut self.state, next);
+        for n in &notes {
+            self.log(n);
+        }
+        if let Some(action) = action {
+            // The original values are on disk before anything changes.
+            if before.original != self.state.original {
+                self.persist("before acting");
+            }
+            let result = match self.policy.mode {
+                Mode::Enforce => self.perform(&action).await,
+                Mode::Observe | Mode::Off => Ok(()),
+            };
+            let mut rec = decide_record(&self.policy, &obs, &action, now);
+            match &result {
+                Ok(()) if self.policy.mode == Mode::Enforce => {
+                    rec.performed = true;
+                }
+                Ok(()) => {
+                    rec.message = format!("(observe mode) would {}", rec.message);
+                }
+                Err(e) => {
+                    let attempts = self
+                        .state
+                        .retry
+                        .as_ref()
+                        .filter(|r| r.kind == action.kind)
+                        .map_or(0, |r| r.attempts)
+                        + 1;
+                    rec.event = "ACTION_FAILED".into();
+                    rec.message = format!(
+                        "FAILED {}: {e}; attempt {attempts}, retrying in {}",
+                        action.describe(),
+                        fmt_secs(decide::retry_delay(attempts))
+                    );
+                    if let Ok(mut v) = self.shared.lock() {
+                        v.action_failures_total += 1;
+                    }
+                }
+            }
+            self.log(&rec);
+            self.state = apply_outcome(
+                &self.policy,
+                std::mem::take(&mut self.state),
+                &action,
+                result,
+                now,
+            );
+        }
+        if !self.state.persistent_eq(&before) {
+            self.persist("after the cycle");
+        }
+        if let Ok(mut v) = self.shared.lock() {
+            v.update(&self.policy, &obs, &self.state, now);
+        }
+    }
+
+    async fn perform(&self, action: &Action) -> Result<(), String> {
+        for c in &action.changes {
+            match &c.to {
+                Some(v) => self.actor.set(&c.key, v).await?,
+                None => self.actor.rm(&c.key).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a cycle on every new snapshot, and at least every interval (so a stuck collector is
+    /// noticed as stale data), until `shutdown` fires.
+    pub async fn run(
+        mut self,
+        mut snapshots: watch::Receiver<Arc<Snapshot>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        if let Ok(mut v) = self.shared.lock() {
+            v.update_mode_only(&self.policy, &self.state);
+        }
+        loop {
+            tokio::select! {
+                changed = snapshots.changed() => if changed.is_err() { break },
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = shutdown.changed() => break,
+            }
+            let snapshot = snapshots.borrow().clone();
+            if snapshot.cycle == 0 {
+                continue;
+            }
+            self.step(&snapshot).await;
+        }
+        tracing::info!(target: "decision", "enforcer stopped; what it set stays, and its state file remembers the operator's originals for the next start");
+    }
+}
+
+fn lat_instant(snapshot: &Snapshot, mono: tokio::time::Instant) -> std::time::Instant {
+    snapshot
+        .latency
+        .as_ref()
+        .map(|l| l.at)
+        .unwrap_or(mono)
+        .into_std()
+}
+
+fn decide_record(policy: &Policy, obs: &Observation, action: &Action, now: Time) -> DecisionRecord {
+    DecisionRecord {
+        time: now,
+        mode: policy.mode.as_str(),
+        event: action.kind.as_str().to_string(),
+        performed: false,
+        message: action.describe(),
+        changes: action.changes.clone(),
+        p99_seconds: obs.p99,
+        bound_seconds: obs.baseline.map(|b| b * policy.multiplier),
+        baseline_seconds: obs.baseline,
+        pgs_recovering: obs.pgs_recovering,
+        pgs_undersized: obs.undersized_pgs,
+        degraded_objects: obs.degraded_objects,
+        misplaced_objects: obs.misplaced_objects,
+        pools_at_min_size: obs.pools_at_min_size.clone(),
+    }
+}
+
+/// Keys the enforcer may change, for `configured()`.
+pub fn configured_map(
+    entries: &[(String, String)],
+    keys: &[String],
+) -> BTreeMap<String, Option<String>> {
+    keys.iter()
+        .map(|k| {
+            (
+                k.clone(),
+                entries
+                    .iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v.clone()),
+            )
+        })
+        .collect()
+}

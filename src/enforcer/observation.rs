@@ -1,0 +1,161 @@
+//! What the enforcer sees in one cycle, built from the exporter's snapshot.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::collect::safety::pool_safety;
+use crate::collect::Snapshot;
+
+/// The op queue the OSDs run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum OpQueue {
+    Mclock,
+    /// wpq or another non-mClock queue.
+    Other(String),
+    /// OSDs disagree (some restarted with another setting).
+    Mixed,
+    Unknown,
+}
+
+impl OpQueue {
+    pub fn describe(&self) -> String {
+        match self {
+            OpQueue::Mclock => "mclock_scheduler".into(),
+            OpQueue::Other(q) => q.clone(),
+            OpQueue::Mixed => "mixed (OSDs disagree)".into(),
+            OpQueue::Unknown => "unknown (not read)".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    /// Why the observation must not be acted on (collector down, data too old).
+    pub stale: Option<String>,
+    /// Cluster-wide client write p99 over the policy's latency window; None when no writes.
+    pub p99: Option<f64>,
+    pub baseline: Option<f64>,
+    /// Why there is no baseline, or where it came from.
+    pub baseline_note: Option<String>,
+    pub degraded_objects: u64,
+    pub misplaced_objects: u64,
+    /// PGs recovering, backfilling or waiting for either.
+    pub pgs_recovering: u64,
+    pub recovery_rate: Option<f64>,
+    pub undersized_pgs: u64,
+    pub pools_at_min_size: Vec<String>,
+    pub op_queue: OpQueue,
+    /// The profile each OSD really runs.
+    pub osd_profiles: BTreeMap<String, String>,
+    /// Values in the config database's `osd` section for the keys the enforcer may set (None = unset).
+    pub configured: BTreeMap<String, Option<String>>,
+    pub configured_known: bool,
+}
+
+impl Observation {
+    /// Recovery is active while objects are degraded or misplaced or PGs recover/backfill.
+    pub fn recovery_active(&self) -> bool {
+        self.degraded_objects > 0 || self.misplaced_objects > 0 || self.pgs_recovering > 0
+    }
+
+    /// An empty, usable observation (for tests and tables).
+    pub fn quiet() -> Self {
+        Self {
+            stale: None,
+            p99: None,
+            baseline: None,
+            baseline_note: None,
+            degraded_objects: 0,
+            misplaced_objects: 0,
+            pgs_recovering: 0,
+            recovery_rate: None,
+            undersized_pgs: 0,
+            pools_at_min_size: Vec::new(),
+            op_queue: OpQueue::Mclock,
+            osd_profiles: BTreeMap::new(),
+            configured: BTreeMap::new(),
+            configured_known: true,
+        }
+    }
+}
+
+const RECOVERY_WORDS: [&str; 4] = [
+    "recovering",
+    "recovery_wait",
+    "backfilling",
+    "backfill_wait",
+];
+
+/// Builds the cluster part of an observation from a snapshot, as of `now`. The caller adds p99,
+/// baseline and configured values.
+pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observation {
+    let mut obs = Observation::quiet();
+    obs.op_queue = OpQueue::Unknown;
+    obs.configured_known = false;
+    let mut stale = Vec::new();
+    for h in &snapshot.collectors {
+        if !snapshot.collector_up(h, now) {
+            stale.push(format!(
+                "collector {} is down ({})",
+                h.name.as_str(),
+                h.last_error
+                    .as_deref()
+                    .unwrap_or("no data yet or data older than 3 intervals")
+            ));
+        }
+    }
+    if let Some(s) = snapshot.fresh(&snapshot.status, now) {
+        let st = &s.status;
+        obs.degraded_objects = st.degraded_objects;
+        obs.misplaced_objects = st.misplaced_objects;
+        obs.recovery_rate = s.recovery_rate_delta;
+        obs.pgs_recovering = st
+            .pgs_by_state
+            .iter()
+            .filter(|(state, _)| state.split('+').any(|w| RECOVERY_WORDS.contains(&w)))
+            .map(|(_, n)| *n)
+            .sum();
+        obs.undersized_pgs = st
+            .pg_state_word_counts()
+            .get("undersized")
+            .copied()
+            .unwrap_or(0);
+    }
+    if let (Some(pools), Some(pgs)) = (
+        snapshot.fresh(&snapshot.pools, now),
+        snapshot.fresh(&snapshot.undersized_pgs, now),
+    ) {
+        obs.pools_at_min_size = pool_safety(pools, pgs)
+            .into_iter()
+            .filter(|p| p.at_min_size())
+            .map(|p| p.pool.name)
+            .collect();
+    }
+    if let Some(scheds) = snapshot.fresh(&snapshot.schedulers, now) {
+        let queues: std::collections::BTreeSet<&str> = scheds
+            .values()
+            .filter_map(|s| s.op_queue.as_deref())
+            .collect();
+        obs.op_queue = match queues.len() {
+            0 => OpQueue::Unknown,
+            1 if queues.contains("mclock_scheduler") => OpQueue::Mclock,
+            1 => OpQueue::Other(
+                queues
+                    .iter()
+                    .next()
+                    .map(|q| q.to_string())
+                    .unwrap_or_default(),
+            ),
+            _ => OpQueue::Mixed,
+        };
+        obs.osd_profiles = scheds
+            .iter()
+            .filter_map(|(osd, s)| s.mclock_profile.clone().map(|p| (osd.clone(), p)))
+            .collect();
+    }
+    if !stale.is_empty() {
+        obs.stale = Some(stale.join("; "));
+    }
+    obs
+}

@@ -1,0 +1,153 @@
+//! The policy, as validated plain data.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// No enforcer at all.
+    Off,
+    /// Decide and log "would ..." but change nothing on the cluster.
+    Observe,
+    /// Decide and act.
+    Enforce,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Observe => "observe",
+            Mode::Enforce => "enforce",
+        }
+    }
+}
+
+/// Where the no-recovery p99 comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BaselineSpec {
+    /// A number the operator measured, e.g. `16ms`.
+    Fixed(Duration),
+    /// The write p99 of a fio report (text or JSON), read at start.
+    Fio(PathBuf),
+    /// The p99 the exporter measured while no recovery ran, over `learn_window`; persisted.
+    Learned,
+}
+
+impl std::str::FromStr for BaselineSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s == "learned" {
+            return Ok(BaselineSpec::Learned);
+        }
+        if let Some(path) = s.strip_prefix("fio:") {
+            if path.is_empty() {
+                return Err("fio: needs a path, e.g. fio:/root/fio-baseline.json".into());
+            }
+            return Ok(BaselineSpec::Fio(PathBuf::from(path)));
+        }
+        match humantime::parse_duration(s) {
+            Ok(d) if !d.is_zero() => Ok(BaselineSpec::Fixed(d)),
+            _ => Err(format!(
+                "invalid baseline {s:?}; expected a duration like 16ms, `learned`, or `fio:PATH` to a fio report"
+            )),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BaselineSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for BaselineSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BaselineSpec::Fixed(d) => write!(f, "{}", crate::enforcer::fmt_ms(d.as_secs_f64())),
+            BaselineSpec::Fio(p) => write!(f, "fio:{}", p.display()),
+            BaselineSpec::Learned => f.write_str("learned"),
+        }
+    }
+}
+
+/// When redundancy counts as at risk, which lifts the latency bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum SuspendWhen {
+    /// Any PG undersized (fewer copies than the pool size).
+    AnyUndersized,
+    /// Any pool with a PG at or below min_size.
+    PoolAtMinSize,
+}
+
+impl SuspendWhen {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuspendWhen::AnyUndersized => "any_undersized",
+            SuspendWhen::PoolAtMinSize => "pool_at_min_size",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub mode: Mode,
+    pub baseline: BaselineSpec,
+    pub learn_window: Duration,
+    pub multiplier: f64,
+    /// How long p99 must stay above the bound, during recovery, before acting.
+    pub breach_for: Duration,
+    pub latency_window: Duration,
+    pub suspend_when: SuspendWhen,
+    pub throttle_profile: String,
+    pub suspend_profile: String,
+    /// Settings used instead of a profile when the OSDs do not run mClock.
+    pub wpq_levers: BTreeMap<String, String>,
+    /// How long recovery must stay finished before restoring.
+    pub settle: Duration,
+    pub min_interval: Duration,
+    pub max_changes_per_hour: u32,
+    /// How long OSDs get to take a profile before one that did not is reported.
+    pub verify_after: Duration,
+    pub state_file: PathBuf,
+}
+
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/ceph-recovery-budget/enforcer-state.json";
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Observe,
+            baseline: BaselineSpec::Learned,
+            learn_window: Duration::from_secs(3600),
+            multiplier: 2.0,
+            breach_for: Duration::from_secs(900),
+            latency_window: Duration::from_secs(300),
+            suspend_when: SuspendWhen::AnyUndersized,
+            throttle_profile: "high_client_ops".into(),
+            suspend_profile: "high_recovery_ops".into(),
+            wpq_levers: BTreeMap::from([
+                ("osd_max_backfills".to_string(), "1".to_string()),
+                ("osd_recovery_sleep_hdd".to_string(), "0.1".to_string()),
+            ]),
+            settle: Duration::from_secs(300),
+            min_interval: Duration::from_secs(300),
+            max_changes_per_hour: 6,
+            verify_after: Duration::from_secs(30),
+            state_file: PathBuf::from(DEFAULT_STATE_FILE),
+        }
+    }
+}
+
+/// mClock profiles a `ceph config set osd osd_mclock_profile` accepts.
+pub const MCLOCK_PROFILES: [&str; 4] =
+    ["high_client_ops", "high_recovery_ops", "balanced", "custom"];

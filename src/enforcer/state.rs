@@ -1,0 +1,248 @@
+//! What the enforcer remembers across cycles and restarts (persisted in the state file).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Unix time in seconds. Pure code gets it passed in; only the clock adapter reads it.
+pub type Time = f64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ActionKind {
+    /// Slow recovery to protect client latency.
+    Throttle,
+    /// Recovery first: redundancy is at risk.
+    Suspend,
+    /// Redundancy is back during recovery: undo the suspension, the bound applies again.
+    Resume,
+    /// Recovery finished: put back what the operator had.
+    Restore,
+}
+
+impl ActionKind {
+    pub const ALL: [ActionKind; 4] = [
+        ActionKind::Throttle,
+        ActionKind::Suspend,
+        ActionKind::Resume,
+        ActionKind::Restore,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Throttle => "THROTTLE",
+            ActionKind::Suspend => "SUSPEND",
+            ActionKind::Resume => "RESUME",
+            ActionKind::Restore => "RESTORE",
+        }
+    }
+}
+
+/// What the enforcer set and still holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    pub kind: ActionKind,
+    /// key -> value set with `ceph config set osd`.
+    pub values: BTreeMap<String, String>,
+    pub at: Time,
+    /// Observe mode: nothing was really set.
+    pub simulated: bool,
+    /// The OSDs' effective profile was checked.
+    pub verified: bool,
+    /// OSDs that did not take the profile.
+    pub not_taken: Vec<String>,
+    /// After a latency window: did p99 come back within the bound?
+    pub effective: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Retry {
+    pub kind: ActionKind,
+    pub attempts: u32,
+    pub next_at: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    pub p99_seconds: f64,
+    pub at: Time,
+}
+
+/// The phase shown to people and in `ceph_recovery_budget_state{state}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No recovery, nothing changed.
+    #[default]
+    Idle,
+    /// Recovery running, p99 within the bound (or breached for less than `for`).
+    Watching,
+    /// p99 above the bound for `for` but not throttled (rate limit, failure, no effect possible).
+    Breached,
+    Throttled,
+    Suspended,
+    /// Recovery finished; waiting `settle` before restoring.
+    Settling,
+    /// A person changed what the enforcer set; hands off until recovery ends.
+    Overridden,
+    /// Observations stale or failing: no action on old data.
+    Holding,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 8] = [
+        Phase::Idle,
+        Phase::Watching,
+        Phase::Breached,
+        Phase::Throttled,
+        Phase::Suspended,
+        Phase::Settling,
+        Phase::Overridden,
+        Phase::Holding,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Watching => "watching",
+            Phase::Breached => "breached",
+            Phase::Throttled => "throttled",
+            Phase::Suspended => "suspended",
+            Phase::Settling => "settling",
+            Phase::Overridden => "overridden",
+            Phase::Holding => "holding",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct EnforcerState {
+    /// The operator's values before the enforcer first changed them in this recovery episode;
+    /// `None` = was not set (restored with `ceph config rm`).
+    pub original: BTreeMap<String, Option<String>>,
+    pub applied: Option<Applied>,
+    pub phase: Phase,
+    pub recovery_active: bool,
+    pub breach_since: Option<Time>,
+    pub recovery_ended_at: Option<Time>,
+    /// Times of changes made in the last hour, for the limits.
+    pub changes: Vec<Time>,
+    pub overridden: bool,
+    pub retry: Option<Retry>,
+    pub learned: Option<Learned>,
+    /// Why observations are not usable, while holding.
+    pub holding: Option<String>,
+    /// One-shot notes already logged in this episode (so a condition is said once, not every cycle).
+    pub noted: BTreeSet<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    #[error("cannot read enforcer state file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("enforcer state file {path} is not valid ({source}); move it aside only if you know the cluster holds no setting the enforcer made (see README: state file)")]
+    Parse {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("cannot write enforcer state file {path}: {source} (see --enforcer.state-file)")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+impl EnforcerState {
+    /// Loads the state file; a missing file is a fresh state.
+    pub fn load(path: &Path) -> Result<Self, StateFileError> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateFileError::Parse {
+                path: path.display().to_string(),
+                source,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(StateFileError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes atomically: a temporary file in the same directory, fsync, rename.
+    pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
+        use std::io::Write;
+        let err = |source| StateFileError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(&bytes).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(err)?;
+        Ok(())
+    }
+
+    /// The part worth persisting changed (notes and phase alone do not need a write).
+    pub fn persistent_eq(&self, other: &Self) -> bool {
+        self.original == other.original
+            && self.applied == other.applied
+            && self.changes == other.changes
+            && self.overridden == other.overridden
+            && self.learned == other.learned
+            && self.recovery_ended_at == other.recovery_ended_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_through_the_file_atomically() {
+        let dir = std::env::temp_dir().join(format!("crb-state-{}", std::process::id()));
+        let path = dir.join("sub/state.json");
+        let mut s = EnforcerState::default();
+        s.original.insert("osd_mclock_profile".into(), None);
+        s.applied = Some(Applied {
+            kind: ActionKind::Throttle,
+            values: BTreeMap::from([("osd_mclock_profile".into(), "high_client_ops".into())]),
+            at: 1000.0,
+            simulated: false,
+            verified: false,
+            not_taken: vec![],
+            effective: None,
+        });
+        s.save(&path).unwrap();
+        assert!(!path.with_extension("json.tmp").exists());
+        assert_eq!(EnforcerState::load(&path).unwrap(), s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn missing_file_is_fresh_and_corrupt_file_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("crb-state2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(
+            EnforcerState::load(&dir.join("none.json")).unwrap(),
+            EnforcerState::default()
+        );
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, b"{\"original\": ").unwrap();
+        let err = EnforcerState::load(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("bad.json") && err.contains("not valid"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,563 @@
+//! The enforcer's behaviour: table and property tests of `decide`, and the loop over recorded
+//! real cluster states under a paused clock with a fake actor.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::decide::*;
+use super::observation::{Observation, OpQueue};
+use super::policy::*;
+use super::state::*;
+
+const T0: Time = 1_800_000_000.0;
+
+fn policy() -> Policy {
+    Policy {
+        mode: Mode::Enforce,
+        baseline: BaselineSpec::Fixed(Duration::from_millis(16)),
+        ..Policy::default()
+    }
+}
+
+fn osds(profile: &str) -> BTreeMap<String, String> {
+    (0..4)
+        .map(|i| (format!("osd.{i}"), profile.to_string()))
+        .collect()
+}
+
+/// Recovery running, no PG undersized, the operator's profile `balanced`.
+fn recovering(p99_ms: f64) -> Observation {
+    Observation {
+        p99: Some(p99_ms / 1000.0),
+        baseline: Some(0.016),
+        degraded_objects: 0,
+        misplaced_objects: 5000,
+        pgs_recovering: 12,
+        osd_profiles: osds("balanced"),
+        configured: BTreeMap::from([(
+            MCLOCK_PROFILE_KEY.to_string(),
+            Some("balanced".to_string()),
+        )]),
+        ..Observation::quiet()
+    }
+}
+
+fn undersized(p99_ms: f64) -> Observation {
+    Observation {
+        undersized_pgs: 18,
+        degraded_objects: 7880,
+        pools_at_min_size: vec!["rbd-vms".into()],
+        ..recovering(p99_ms)
+    }
+}
+
+fn finished() -> Observation {
+    Observation {
+        misplaced_objects: 0,
+        pgs_recovering: 0,
+        ..recovering(10.0)
+    }
+}
+
+/// Plays observations every `step` seconds against a simulated cluster config: actions succeed
+/// and change `configured` and the OSDs' profiles, as a real cluster would.
+struct Sim {
+    policy: Policy,
+    state: EnforcerState,
+    now: Time,
+    configured: BTreeMap<String, Option<String>>,
+    actions: Vec<(Time, Action)>,
+    notes: Vec<DecisionRecord>,
+}
+
+impl Sim {
+    fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            state: EnforcerState::default(),
+            now: T0,
+            configured: BTreeMap::from([(
+                MCLOCK_PROFILE_KEY.to_string(),
+                Some("balanced".to_string()),
+            )]),
+            actions: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, mut obs: Observation) -> Option<Action> {
+        obs.configured = self.configured.clone();
+        if let Some(Some(p)) = self.configured.get(MCLOCK_PROFILE_KEY) {
+            obs.osd_profiles = osds(p);
+        }
+        let d = decide(&self.policy, &obs, &self.state, self.now);
+        self.notes.extend(d.notes.clone());
+        self.state = d.next;
+        if let Some(a) = &d.action {
+            for c in &a.changes {
+                self.configured.insert(c.key.clone(), c.to.clone());
+            }
+            self.state = apply_outcome(
+                &self.policy,
+                std::mem::take(&mut self.state),
+                a,
+                Ok(()),
+                self.now,
+            );
+            self.actions.push((self.now, a.clone()));
+        }
+        d.action
+    }
+
+    /// Repeats `obs` every 15 s for `secs`.
+    fn run(&mut self, obs: &Observation, secs: u32) -> Vec<Action> {
+        let mut out = Vec::new();
+        for _ in 0..secs / 15 {
+            self.now += 15.0;
+            if let Some(a) = self.step(obs.clone()) {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    fn events(&self) -> Vec<&str> {
+        self.notes.iter().map(|n| n.event.as_str()).collect()
+    }
+}
+
+#[test]
+fn b1_no_recovery_never_acts_whatever_the_latency() {
+    let mut sim = Sim::new(policy());
+    let obs = Observation {
+        p99: Some(5.0),
+        ..finished()
+    };
+    assert!(sim.run(&obs, 3600).is_empty());
+    assert_eq!(sim.state.phase, Phase::Idle);
+}
+
+#[test]
+fn b2_breach_shorter_than_for_does_not_act_but_is_visible() {
+    let mut sim = Sim::new(policy());
+    assert!(sim.run(&recovering(38.2), 14 * 60).is_empty());
+    assert!(sim.state.breach_since.is_some(), "breach visible");
+    assert!(sim.events().contains(&"BREACH"));
+    let breach = sim.notes.iter().find(|n| n.event == "BREACH").unwrap();
+    assert!(
+        breach.message.contains("38.2 ms > bound 32.0 ms"),
+        "{}",
+        breach.message
+    );
+    // Back under the bound: the breach ends without action.
+    assert!(sim.run(&recovering(20.0), 60).is_empty());
+    assert!(sim.state.breach_since.is_none());
+    assert!(sim.events().contains(&"BREACH_ENDED"));
+}
+
+#[test]
+fn b3_breach_for_15m_throttles_once_with_the_reason_in_numbers() {
+    let mut sim = Sim::new(policy());
+    let actions = sim.run(&recovering(38.2), 16 * 60);
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let a = &actions[0];
+    assert_eq!(a.kind, ActionKind::Throttle);
+    assert_eq!(
+        a.changes,
+        vec![Change {
+            key: "osd_mclock_profile".into(),
+            from: Some("balanced".into()),
+            to: Some("high_client_ops".into())
+        }]
+    );
+    assert_eq!(
+        a.describe(),
+        "THROTTLE osd_mclock_profile balanced -> high_client_ops: client p99 write 38.2 ms > bound 32.0 ms (2 x baseline 16.0 ms) for 15m0s; 12 PGs recovering, 0 undersized"
+    );
+    // The first action happened exactly when the breach had lasted 15 minutes.
+    let breach_start = T0 + 15.0;
+    assert_eq!(sim.actions[0].0 - breach_start, 900.0);
+    assert_eq!(
+        sim.state.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+}
+
+#[test]
+fn b3_osds_that_did_not_take_the_profile_are_named() {
+    let mut sim = Sim::new(policy());
+    // The throttle happens on the last of these steps (breach from T0+15 s, 15 minutes).
+    sim.run(&recovering(50.0), 15 * 60 + 15);
+    assert_eq!(sim.actions.len(), 1);
+    // osd.3 has the profile pinned in its ceph.conf: it keeps balanced.
+    let mut obs = recovering(50.0);
+    obs.configured = sim.configured.clone();
+    obs.osd_profiles = osds("high_client_ops");
+    obs.osd_profiles.insert("osd.3".into(), "balanced".into());
+    sim.now += 60.0;
+    let d = decide(&sim.policy, &obs, &sim.state, sim.now);
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.event == "NOT_TAKEN")
+        .expect("NOT_TAKEN note");
+    assert!(
+        note.message.contains("osd.3 (balanced)") && note.message.contains("ceph.conf"),
+        "{}",
+        note.message
+    );
+    assert_eq!(
+        d.next.applied.unwrap().not_taken,
+        vec!["osd.3 (balanced)".to_string()]
+    );
+}
+
+#[test]
+fn b4_undersized_suspends_and_never_throttles_while_suspended() {
+    let mut sim = Sim::new(policy());
+    let actions = sim.run(&undersized(500.0), 2 * 3600);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].kind, ActionKind::Suspend);
+    assert_eq!(
+        actions[0].changes[0].to.as_deref(),
+        Some("high_recovery_ops")
+    );
+    assert!(
+        actions[0].reason.contains("18 PGs undersized"),
+        "{}",
+        actions[0].reason
+    );
+    assert_eq!(sim.state.phase, Phase::Suspended);
+    assert!(sim.state.breach_since.is_none(), "the bound is suspended");
+}
+
+#[test]
+fn b4_pool_at_min_size_policy_ignores_undersized_pgs_above_min_size() {
+    let mut p = policy();
+    p.suspend_when = SuspendWhen::PoolAtMinSize;
+    let mut sim = Sim::new(p);
+    let obs = Observation {
+        pools_at_min_size: vec![],
+        ..undersized(50.0)
+    };
+    let actions = sim.run(&obs, 16 * 60);
+    assert_eq!(
+        actions.iter().map(|a| a.kind).collect::<Vec<_>>(),
+        vec![ActionKind::Throttle]
+    );
+}
+
+#[test]
+fn b4_redundancy_back_during_recovery_resumes_the_bound() {
+    let mut sim = Sim::new(policy());
+    sim.run(&undersized(500.0), 10 * 60);
+    let actions = sim.run(&recovering(50.0), 30 * 60);
+    let kinds: Vec<ActionKind> = actions.iter().map(|a| a.kind).collect();
+    assert_eq!(kinds, vec![ActionKind::Resume, ActionKind::Throttle]);
+    assert_eq!(
+        actions[0].changes[0].to.as_deref(),
+        Some("balanced"),
+        "resume puts back the operator's profile"
+    );
+}
+
+#[test]
+fn b5_restores_exactly_the_original_after_settle() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    // Recovery over: nothing for settle (5m), then restore balanced.
+    let actions = sim.run(&finished(), 4 * 60);
+    assert!(actions.is_empty());
+    assert_eq!(sim.state.phase, Phase::Settling);
+    let actions = sim.run(&finished(), 2 * 60);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].kind, ActionKind::Restore);
+    assert_eq!(actions[0].changes[0].to.as_deref(), Some("balanced"));
+    assert_eq!(
+        sim.configured.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    assert_eq!(sim.state.phase, Phase::Idle);
+    assert!(sim.state.original.is_empty() && sim.state.applied.is_none());
+}
+
+#[test]
+fn b5_an_unset_original_is_restored_with_config_rm() {
+    let mut sim = Sim::new(policy());
+    sim.configured.insert(MCLOCK_PROFILE_KEY.into(), None);
+    sim.run(&recovering(50.0), 16 * 60);
+    let actions = sim.run(&finished(), 6 * 60);
+    assert_eq!(actions[0].changes[0].to, None, "unset -> config rm");
+    assert_eq!(sim.configured.get("osd_mclock_profile"), Some(&None));
+}
+
+#[test]
+fn b5_recovery_resuming_during_settle_cancels_the_restore() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    sim.run(&finished(), 2 * 60);
+    let actions = sim.run(&recovering(50.0), 10 * 60);
+    assert!(actions.is_empty(), "{actions:?}");
+    assert!(sim.state.recovery_ended_at.is_none());
+}
+
+#[test]
+fn b5_wpq_levers_are_set_and_restored_including_unset() {
+    let mut sim = Sim::new(policy());
+    sim.configured = BTreeMap::from([
+        ("osd_max_backfills".into(), Some("3".into())),
+        ("osd_recovery_sleep_hdd".into(), None),
+    ]);
+    let obs = Observation {
+        op_queue: OpQueue::Other("wpq".into()),
+        ..recovering(50.0)
+    };
+    let actions = sim.run(&obs, 16 * 60);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(
+        actions[0].changes,
+        vec![
+            Change {
+                key: "osd_max_backfills".into(),
+                from: Some("3".into()),
+                to: Some("1".into())
+            },
+            Change {
+                key: "osd_recovery_sleep_hdd".into(),
+                from: None,
+                to: Some("0.1".into())
+            },
+        ]
+    );
+    let actions = sim.run(
+        &Observation {
+            op_queue: OpQueue::Other("wpq".into()),
+            ..finished()
+        },
+        6 * 60,
+    );
+    assert_eq!(actions[0].kind, ActionKind::Restore);
+    assert_eq!(
+        sim.configured.get("osd_max_backfills"),
+        Some(&Some("3".to_string()))
+    );
+    assert_eq!(sim.configured.get("osd_recovery_sleep_hdd"), Some(&None));
+}
+
+#[test]
+fn b6_a_manual_change_stops_the_enforcer_until_recovery_ends() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_recovery_ops".into()));
+    // Even undersized PGs do not make it act now.
+    assert!(sim.run(&undersized(500.0), 3600).is_empty());
+    assert!(sim.events().contains(&"OVERRIDE"));
+    assert_eq!(sim.state.phase, Phase::Overridden);
+    // Recovery ends: no restore (the person owns the setting), back to idle.
+    assert!(sim.run(&finished(), 3600).is_empty());
+    assert!(sim.events().contains(&"OVERRIDE_ENDED"));
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_recovery_ops".to_string()))
+    );
+    assert_eq!(sim.state.phase, Phase::Idle);
+}
+
+#[test]
+fn b7_stale_observations_hold_and_say_so_once() {
+    let mut sim = Sim::new(policy());
+    let obs = Observation {
+        stale: Some("collector latency is down (timeout)".into()),
+        ..undersized(500.0)
+    };
+    assert!(sim.run(&obs, 3600).is_empty());
+    assert_eq!(sim.events().iter().filter(|e| **e == "HOLD").count(), 1);
+    assert!(sim.notes[0].message.contains("collector latency is down"));
+    assert_eq!(sim.state.phase, Phase::Holding);
+    let actions = sim.run(&undersized(500.0), 15);
+    assert_eq!(actions.len(), 1, "acts once data is fresh");
+    assert!(sim.events().contains(&"HOLD_ENDED"));
+}
+
+#[test]
+fn b8_failed_actions_retry_with_backoff() {
+    let p = policy();
+    let mut state = EnforcerState::default();
+    let obs = undersized(500.0);
+    let mut now = T0;
+    let mut attempts_at = Vec::new();
+    for _ in 0..(600 / 5) {
+        let d = decide(&p, &obs, &state, now);
+        state = d.next;
+        if let Some(a) = d.action {
+            attempts_at.push(now - T0);
+            state = apply_outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
+        }
+        now += 5.0;
+    }
+    // 10 s, 20 s, 40 s, 80 s, 160 s, 300 s apart: no hot loop.
+    assert_eq!(attempts_at, vec![0.0, 10.0, 30.0, 70.0, 150.0, 310.0]);
+    assert_eq!(state.retry.as_ref().unwrap().attempts, 6);
+    assert!(state.changes.is_empty(), "failures are not changes");
+}
+
+#[test]
+fn b9_rate_limit_defers_and_says_when() {
+    let mut p = policy();
+    p.breach_for = Duration::from_secs(0);
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(50.0), 30);
+    assert_eq!(sim.actions.len(), 1);
+    // Undersized right after the throttle: suspension waits for min_interval (5m).
+    let actions = sim.run(&undersized(50.0), 4 * 60);
+    assert!(actions.is_empty());
+    let note = sim
+        .notes
+        .iter()
+        .find(|n| n.event == "RATE_LIMITED")
+        .expect("rate-limit note");
+    assert!(
+        note.message.starts_with("SUSPEND deferred"),
+        "{}",
+        note.message
+    );
+    let actions = sim.run(&undersized(50.0), 60);
+    assert_eq!(actions.len(), 1);
+    assert!(sim.actions[1].0 - sim.actions[0].0 >= 300.0);
+}
+
+#[test]
+fn b10_throttle_without_effect_is_said_plainly_and_not_flapped() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 16 * 60);
+    let actions = sim.run(&recovering(350.0), 3600);
+    assert!(actions.is_empty(), "no flapping: {actions:?}");
+    let note = sim
+        .notes
+        .iter()
+        .find(|n| n.event == "NO_EFFECT")
+        .expect("NO_EFFECT note");
+    assert_eq!(
+        note.message,
+        "THROTTLE had no effect: p99 still 350 ms > bound 32.0 ms after 5m0s; keeping it (no flapping), recovery runs slower for nothing measurable"
+    );
+    assert_eq!(sim.state.applied.as_ref().unwrap().effective, Some(false));
+    assert_eq!(
+        sim.events().iter().filter(|e| **e == "NO_EFFECT").count(),
+        1
+    );
+}
+
+#[test]
+fn b10_throttle_that_helped_is_reported() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    sim.run(&recovering(20.0), 6 * 60);
+    assert!(sim.events().contains(&"EFFECTIVE"));
+    assert_eq!(sim.state.applied.as_ref().unwrap().effective, Some(true));
+}
+
+#[test]
+fn observe_mode_simulates_the_whole_episode() {
+    let mut p = policy();
+    p.mode = Mode::Observe;
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(50.0), 16 * 60);
+    sim.run(&finished(), 6 * 60);
+    let kinds: Vec<ActionKind> = sim.actions.iter().map(|(_, a)| a.kind).collect();
+    assert_eq!(kinds, vec![ActionKind::Throttle, ActionKind::Restore]);
+    assert!(sim.state.applied.is_none());
+}
+
+#[test]
+fn no_baseline_means_no_throttle_but_suspension_still_works() {
+    let mut sim = Sim::new(policy());
+    let obs = Observation {
+        baseline: None,
+        baseline_note: Some("learning".into()),
+        ..recovering(500.0)
+    };
+    assert!(sim.run(&obs, 3600).is_empty());
+    assert_eq!(
+        sim.events().iter().filter(|e| **e == "NO_BASELINE").count(),
+        1
+    );
+    let obs = Observation {
+        baseline: None,
+        ..undersized(500.0)
+    };
+    assert_eq!(sim.run(&obs, 60).len(), 1);
+}
+
+/// Random observation sequences: the invariants hold whatever the input.
+fn arb_obs() -> impl Strategy<Value = Observation> {
+    (0u8..6, 0u64..3, 1.0f64..400.0, any::<bool>()).prop_map(|(kind, undersized_pgs, p99, wpq)| {
+        let mut o = match kind {
+            0 => finished(),
+            1 => Observation {
+                stale: Some("collector status is down".into()),
+                ..recovering(p99)
+            },
+            _ => recovering(p99),
+        };
+        if kind >= 2 {
+            o.undersized_pgs = undersized_pgs;
+            if undersized_pgs > 1 {
+                o.pools_at_min_size = vec!["rbd-vms".into()];
+            }
+        }
+        if wpq && kind == 5 {
+            o.op_queue = OpQueue::Other("wpq".into());
+        }
+        o
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn b9_limits_and_invariants_hold_for_any_sequence(
+        seq in proptest::collection::vec((arb_obs(), 1u32..400), 1..120),
+        suspend_on_min_size in any::<bool>(),
+        fail_some in proptest::collection::vec(any::<bool>(), 120),
+    ) {
+        let mut p = policy();
+        p.breach_for = Duration::from_secs(60);
+        p.settle = Duration::from_secs(60);
+        if suspend_on_min_size { p.suspend_when = SuspendWhen::PoolAtMinSize; }
+        let mut state = EnforcerState::default();
+        let mut now = T0;
+        let mut change_times: Vec<Time> = Vec::new();
+        for (i, (obs, gap)) in seq.iter().enumerate() {
+            now += f64::from(*gap);
+            let d = decide(&p, obs, &state, now);
+            state = d.next;
+            if let Some(a) = d.action {
+                // 7: never on stale data.
+                prop_assert!(obs.stale.is_none());
+                let at_risk = match p.suspend_when {
+                    SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
+                    SuspendWhen::PoolAtMinSize => !obs.pools_at_min_size.is_empty(),
+                };
+                // 4: never throttle while suspended.
+                if at_risk { prop_assert_ne!(a.kind, ActionKind::Throttle); }
+                // 1/5: without recovery only restoring.
+                if !obs.recovery_active() { prop_assert_eq!(a.kind, ActionKind::Restore); }
+                let ok = !fail_some[i % fail_some.len()];
+                if ok { change_times.push(now); }
+                state = apply_outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
+            }
+        }
+        // 9: spacing and hourly count.
+        for w in change_times.windows(2) {
+            prop_assert!(w[1] - w[0] >= p.min_interval.as_secs_f64() - 1e-9, "{:?}", change_times);
+        }
+        for (i, t) in change_times.iter().enumerate() {
+            let in_hour = change_times[i..].iter().filter(|u| **u - t < 3600.0).count();
+            prop_assert!(in_hour as u32 <= p.max_changes_per_hour);
+        }
+    }
+}

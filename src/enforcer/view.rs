@@ -1,0 +1,147 @@
+//! What the enforcer shows: the current state for metrics, the landing page and `status`, and
+//! the last decisions for `/decisions`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::decide::{limit_wait, DecisionRecord};
+use super::observation::Observation;
+use super::policy::{Mode, Policy};
+use super::state::{ActionKind, EnforcerState, Phase, Time};
+
+pub const KEEP_DECISIONS: usize = 200;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnforcerView {
+    pub mode: Mode,
+    pub phase: Phase,
+    pub baseline_seconds: Option<f64>,
+    pub baseline_source: String,
+    pub multiplier: f64,
+    pub bound_seconds: Option<f64>,
+    pub p99_seconds: Option<f64>,
+    pub breached: bool,
+    pub breach_seconds: f64,
+    pub suspended: bool,
+    pub suspend_reason: Option<String>,
+    pub holding_reason: Option<String>,
+    pub recovery_active: bool,
+    pub degraded_objects: u64,
+    pub misplaced_objects: u64,
+    pub recovery_objects_per_second: Option<f64>,
+    pub pgs_recovering: u64,
+    pub pgs_undersized: u64,
+    pub pools_at_min_size: Vec<String>,
+    pub op_queue: String,
+    pub osd_profiles: BTreeMap<String, String>,
+    /// What the enforcer set and holds, key -> value.
+    pub applied: BTreeMap<String, String>,
+    pub original: BTreeMap<String, Option<String>>,
+    pub osds_not_taken: Vec<String>,
+    /// After the throttle settled: 1 helped, 0 no effect.
+    pub throttle_effective: Option<bool>,
+    pub next_change_allowed_in_seconds: f64,
+    pub decisions_total: BTreeMap<String, u64>,
+    pub action_failures_total: u64,
+    pub updated_at: Option<Time>,
+    pub decisions: VecDeque<DecisionRecord>,
+}
+
+impl EnforcerView {
+    pub fn new(policy: &Policy) -> Self {
+        Self {
+            mode: policy.mode,
+            phase: Phase::Idle,
+            baseline_seconds: None,
+            baseline_source: policy.baseline.to_string(),
+            multiplier: policy.multiplier,
+            bound_seconds: None,
+            p99_seconds: None,
+            breached: false,
+            breach_seconds: 0.0,
+            suspended: false,
+            suspend_reason: None,
+            holding_reason: None,
+            recovery_active: false,
+            degraded_objects: 0,
+            misplaced_objects: 0,
+            recovery_objects_per_second: None,
+            pgs_recovering: 0,
+            pgs_undersized: 0,
+            pools_at_min_size: Vec::new(),
+            op_queue: String::new(),
+            osd_profiles: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            original: BTreeMap::new(),
+            osds_not_taken: Vec::new(),
+            throttle_effective: None,
+            next_change_allowed_in_seconds: 0.0,
+            decisions_total: ActionKind::ALL
+                .iter()
+                .map(|k| (k.as_str().to_string(), 0))
+                .collect(),
+            action_failures_total: 0,
+            updated_at: None,
+            decisions: VecDeque::new(),
+        }
+    }
+
+    pub fn push_decision(&mut self, r: DecisionRecord) {
+        *self.decisions_total.entry(r.event.clone()).or_insert(0) += 1;
+        if self.decisions.len() >= KEEP_DECISIONS {
+            self.decisions.pop_front();
+        }
+        self.decisions.push_back(r);
+    }
+
+    pub fn update_mode_only(&mut self, policy: &Policy, state: &EnforcerState) {
+        self.mode = policy.mode;
+        self.phase = state.phase;
+        self.applied = state
+            .applied
+            .as_ref()
+            .map(|a| a.values.clone())
+            .unwrap_or_default();
+        self.original = state.original.clone();
+    }
+
+    pub fn update(&mut self, policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) {
+        self.update_mode_only(policy, state);
+        self.baseline_seconds = obs.baseline;
+        self.bound_seconds = obs.baseline.map(|b| b * policy.multiplier);
+        self.p99_seconds = obs.p99;
+        self.breached = state.breach_since.is_some();
+        self.breach_seconds = state.breach_since.map_or(0.0, |t| (now - t).max(0.0));
+        self.suspended = state.phase == Phase::Suspended;
+        self.suspend_reason = self.suspended.then(|| {
+            if !obs.pools_at_min_size.is_empty() {
+                "pool_at_min_size".to_string()
+            } else {
+                "undersized".to_string()
+            }
+        });
+        self.holding_reason = state.holding.clone();
+        self.recovery_active = obs.recovery_active();
+        self.degraded_objects = obs.degraded_objects;
+        self.misplaced_objects = obs.misplaced_objects;
+        self.recovery_objects_per_second = obs.recovery_rate;
+        self.pgs_recovering = obs.pgs_recovering;
+        self.pgs_undersized = obs.undersized_pgs;
+        self.pools_at_min_size = obs.pools_at_min_size.clone();
+        self.op_queue = obs.op_queue.describe();
+        self.osd_profiles = obs.osd_profiles.clone();
+        self.osds_not_taken = state
+            .applied
+            .as_ref()
+            .map(|a| a.not_taken.clone())
+            .unwrap_or_default();
+        self.throttle_effective = state
+            .applied
+            .as_ref()
+            .filter(|a| a.kind == ActionKind::Throttle)
+            .and_then(|a| a.effective);
+        self.next_change_allowed_in_seconds = limit_wait(policy, state, now);
+        self.updated_at = Some(now);
+    }
+}

@@ -1,0 +1,210 @@
+//! The status report: what on-call reads first, as JSON (`/api/status`) and as plain lines
+//! (`ceph-recovery-budget status`, the landing page).
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::collect::safety::pool_safety;
+use crate::collect::Snapshot;
+use crate::enforcer::{fmt_ms, fmt_secs, EnforcerView};
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct StatusReport {
+    pub version: String,
+    pub health: Option<String>,
+    pub degraded_objects: Option<u64>,
+    pub misplaced_objects: Option<u64>,
+    pub recovery_objects_per_second: Option<f64>,
+    pub recovery_objects_per_second_ceph: Option<f64>,
+    pub pgs_total: Option<u64>,
+    pub pgs_undersized: Option<u64>,
+    pub pools_at_min_size: Vec<String>,
+    pub write_latency_seconds: Vec<(f64, f64)>,
+    pub mclock_profiles: Vec<(String, String)>,
+    pub collectors_down: Vec<String>,
+    pub enforcer: Option<serde_json::Value>,
+}
+
+impl StatusReport {
+    pub fn build(snapshot: &Snapshot, view: Option<EnforcerView>, now: Instant) -> Self {
+        let mut r = StatusReport {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        };
+        if let Some(s) = snapshot.fresh(&snapshot.status, now) {
+            r.health = s.status.health.clone();
+            r.degraded_objects = Some(s.status.degraded_objects);
+            r.misplaced_objects = Some(s.status.misplaced_objects);
+            r.recovery_objects_per_second = s.recovery_rate_delta;
+            r.recovery_objects_per_second_ceph = Some(s.status.recovering_objects_per_sec);
+            r.pgs_total = Some(s.status.num_pgs);
+            r.pgs_undersized = Some(
+                s.status
+                    .pg_state_word_counts()
+                    .get("undersized")
+                    .copied()
+                    .unwrap_or(0),
+            );
+        }
+        if let (Some(pools), Some(pgs)) = (
+            snapshot.fresh(&snapshot.pools, now),
+            snapshot.fresh(&snapshot.undersized_pgs, now),
+        ) {
+            r.pools_at_min_size = pool_safety(pools, pgs)
+                .into_iter()
+                .filter(|p| p.at_min_size())
+                .map(|p| p.pool.name)
+                .collect();
+        }
+        if let Some(l) = snapshot.fresh(&snapshot.latency, now) {
+            r.write_latency_seconds = l.quantiles.clone();
+        }
+        if let Some(s) = snapshot.fresh(&snapshot.schedulers, now) {
+            r.mclock_profiles = s
+                .iter()
+                .filter_map(|(o, s)| s.mclock_profile.clone().map(|p| (o.clone(), p)))
+                .collect();
+        }
+        r.collectors_down = snapshot
+            .collectors
+            .iter()
+            .filter(|h| !snapshot.collector_up(h, now))
+            .map(|h| {
+                format!(
+                    "{} ({})",
+                    h.name.as_str(),
+                    h.last_error.as_deref().unwrap_or("no fresh data")
+                )
+            })
+            .collect();
+        r.enforcer = view.and_then(|mut v| {
+            // The report carries the last 10 decisions; /decisions has more.
+            let n = v.decisions.len();
+            v.decisions = v.decisions.split_off(n.saturating_sub(10));
+            serde_json::to_value(v).ok()
+        });
+        r
+    }
+
+    /// A few plain lines, for a terminal at 3 a.m.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let e = self.enforcer.as_ref();
+        let get_f = |k: &str| e.and_then(|v| v.get(k)).and_then(|x| x.as_f64());
+        let get_s = |k: &str| {
+            e.and_then(|v| v.get(k))
+                .and_then(|x| x.as_str())
+                .map(str::to_string)
+        };
+        match e {
+            Some(_) => out.push(format!(
+                "enforcer: {} mode, state {}{}",
+                get_s("mode").unwrap_or_default(),
+                get_s("phase").unwrap_or_default().to_uppercase(),
+                get_s("holding_reason")
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            )),
+            None => out.push("enforcer: off".to_string()),
+        }
+        if e.is_some() {
+            let bound = get_f("bound_seconds")
+                .map(fmt_ms)
+                .unwrap_or_else(|| "unknown".into());
+            let base = get_f("baseline_seconds")
+                .map(fmt_ms)
+                .unwrap_or_else(|| "unknown".into());
+            let p99 = get_f("p99_seconds")
+                .map(fmt_ms)
+                .unwrap_or_else(|| "no writes".into());
+            let mult = get_f("multiplier").unwrap_or(2.0);
+            let breach = get_f("breach_seconds")
+                .filter(|s| *s > 0.0)
+                .map(|s| format!(", ABOVE the bound for {}", fmt_secs(s)))
+                .unwrap_or_default();
+            out.push(format!(
+                "latency: client p99 write {p99}, bound {bound} ({mult} x baseline {base}){breach}"
+            ));
+        } else if let Some((_, p99)) = self
+            .write_latency_seconds
+            .iter()
+            .find(|(q, _)| (*q - 0.99).abs() < 1e-9)
+        {
+            out.push(format!("latency: client p99 write {}", fmt_ms(*p99)));
+        }
+        match (self.degraded_objects, self.misplaced_objects) {
+            (Some(d), Some(m)) if d + m > 0 => {
+                let rate = self.recovery_objects_per_second.unwrap_or(0.0);
+                let eta = if rate > 0.0 {
+                    format!(
+                        ", about {} to finish at this rate",
+                        fmt_secs((d + m) as f64 / rate)
+                    )
+                } else {
+                    String::new()
+                };
+                out.push(format!("recovery: {d} degraded + {m} misplaced objects, {rate:.0} obj/s (Ceph says {:.0} obj/s){eta}", self.recovery_objects_per_second_ceph.unwrap_or(0.0)));
+            }
+            (Some(_), Some(_)) => {
+                out.push("recovery: none (no degraded or misplaced objects)".to_string())
+            }
+            _ => out.push("recovery: unknown (cluster status not read)".to_string()),
+        }
+        if let Some(u) = self.pgs_undersized {
+            let pools = if self.pools_at_min_size.is_empty() {
+                "none".to_string()
+            } else {
+                self.pools_at_min_size.join(", ")
+            };
+            out.push(format!(
+                "redundancy: {u} PGs undersized; pools at min_size: {pools}"
+            ));
+        }
+        let mut profiles: Vec<&str> = self
+            .mclock_profiles
+            .iter()
+            .map(|(_, p)| p.as_str())
+            .collect();
+        profiles.sort_unstable();
+        profiles.dedup();
+        if !profiles.is_empty() {
+            out.push(format!("mclock profile in force: {}", profiles.join(", ")));
+        }
+        if let Some(applied) = e
+            .and_then(|v| v.get("applied"))
+            .and_then(|a| a.as_object())
+            .filter(|a| !a.is_empty())
+        {
+            let set: Vec<String> = applied
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            out.push(format!("set by the enforcer: {}", set.join(", ")));
+        }
+        if !self.collectors_down.is_empty() {
+            out.push(format!(
+                "collectors down: {}",
+                self.collectors_down.join("; ")
+            ));
+        }
+        if let Some(ds) = e
+            .and_then(|v| v.get("decisions"))
+            .and_then(|d| d.as_array())
+        {
+            if !ds.is_empty() {
+                out.push("last decisions:".to_string());
+                for d in ds.iter().rev().take(5) {
+                    let t = d.get("time").and_then(|t| t.as_f64()).unwrap_or(0.0);
+                    let when = humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(t.max(0.0)),
+                    );
+                    out.push(format!(
+                        "  {when} {}",
+                        d.get("message").and_then(|m| m.as_str()).unwrap_or("")
+                    ));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,13 @@
+//! ceph-recovery-budget: a Prometheus exporter for Ceph recovery and client write latency, and
+//! (later) an enforcer of a recovery-vs-latency policy. Data flows one way:
+//! `ceph` (runner + parsers) -> `collect` (Snapshot) -> `metrics` / `http`.
+
+pub mod ceph;
+pub mod cli;
+pub mod collect;
+pub mod config;
+pub mod enforcer;
+pub mod fio;
+pub mod http;
+pub mod latency;
+pub mod metrics;

@@ -1,0 +1,279 @@
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use tokio::sync::watch;
+
+use ceph_recovery_budget::ceph::cli::CliClient;
+use ceph_recovery_budget::cli::{CheckConfigArgs, Cli, Command, ServeArgs, StatusArgs};
+use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
+use ceph_recovery_budget::config::{FileConfig, LogFormat, Settings};
+use ceph_recovery_budget::enforcer::{
+    self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Mode, Policy, TokioClock,
+};
+use ceph_recovery_budget::http;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(*args),
+        Command::CheckConfig(args) => check_config(args),
+        Command::Status(args) => status(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_settings(args: &ServeArgs) -> anyhow::Result<Settings> {
+    let (file, path) = match &args.config_file {
+        Some(p) => (FileConfig::load(p)?, p.as_path()),
+        None => (FileConfig::default(), Path::new("(no config file)")),
+    };
+    Ok(Settings::resolve(&file, path, &args.overrides())?)
+}
+
+fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
+    let file = FileConfig::load(&args.file)?;
+    let settings = Settings::resolve(&file, &args.file, &Default::default())?;
+    if let BaselineSpec::Fio(path) = &settings.policy.baseline {
+        fio_baseline(path)?;
+    }
+    println!("{}: OK", args.file.display());
+    let p = &settings.policy;
+    println!(
+        "  listen {} path {}",
+        settings.listen_address, settings.telemetry_path
+    );
+    println!(
+        "  ceph command: {} (timeout {})",
+        settings.ceph.command.join(" "),
+        humantime::format_duration(settings.ceph.timeout)
+    );
+    println!(
+        "  collect every {}, recovery window {}, latency window {}",
+        humantime::format_duration(settings.collect_interval),
+        humantime::format_duration(settings.recovery_window),
+        humantime::format_duration(settings.latency_window)
+    );
+    println!(
+        "  enforcer {}: baseline {}, bound {} x baseline, act after {} above it, suspend when {}, throttle {}, suspend {}, settle {}, at most {} changes/h {} apart, state file {}",
+        p.mode.as_str(),
+        p.baseline,
+        p.multiplier,
+        humantime::format_duration(p.breach_for),
+        p.suspend_when.as_str(),
+        p.throttle_profile,
+        p.suspend_profile,
+        humantime::format_duration(p.settle),
+        p.max_changes_per_hour,
+        humantime::format_duration(p.min_interval),
+        p.state_file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The write p99 of a fio report, in seconds.
+fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading the fio report {} (--enforcer.baseline fio:FILE)",
+            path.display()
+        )
+    })?;
+    let summary = ceph_recovery_budget::fio::parse(&text)
+        .with_context(|| format!("parsing the fio report {}", path.display()))?;
+    summary
+        .write
+        .as_ref()
+        .and_then(|w| w.latency_seconds.p99)
+        .with_context(|| {
+            format!(
+                "the fio report {} has no write clat p99 (a write job with percentiles is needed)",
+                path.display()
+            )
+        })
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let body = ceph_recovery_budget::cli::http_get(&args.url, "/api/status")?;
+    if args.format == ceph_recovery_budget::cli::StatusFormat::Json {
+        println!("{body}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report: http::report::StatusReport = serde_json::from_str(&body).with_context(|| {
+        format!(
+            "{} did not answer /api/status with a status report",
+            args.url
+        )
+    })?;
+    for line in report.lines() {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match settings.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let settings = load_settings(&args)?;
+    init_logging(&settings);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_serve(settings))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_serve(settings: Settings) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(settings.listen_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (in use? see --web.listen-address)",
+                settings.listen_address
+            )
+        })?;
+    tracing::info!(
+        address = %settings.listen_address,
+        path = %settings.telemetry_path,
+        ceph = %settings.ceph.command.join(" "),
+        interval = ?settings.collect_interval,
+        "serving metrics"
+    );
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty(settings.collect_interval)));
+    let collector = Collector::new(
+        CliClient::new(&settings.ceph),
+        CollectSettings {
+            interval: settings.collect_interval,
+            recovery_window: settings.recovery_window,
+            latency_window: settings.latency_window,
+        },
+    );
+    let collector_task = tokio::spawn(collector.run(snap_tx, shutdown_rx.clone()));
+
+    let mut enforcer_shared = None;
+    let mut enforcer_task = None;
+    if settings.policy.mode != Mode::Off {
+        let enforcer = build_enforcer(&settings)?;
+        enforcer_shared = Some(enforcer.shared());
+        enforcer_task = Some(tokio::spawn(
+            enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
+        ));
+    }
+
+    let app = http::router(http::AppState {
+        snapshots: snap_rx,
+        telemetry_path: settings.telemetry_path.clone(),
+        enforcer: enforcer_shared,
+    });
+    let mut http_shutdown = shutdown_rx.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = http_shutdown.changed().await;
+    });
+    let server_task = tokio::spawn(async move { server.await });
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = shutdown_tx.send(true);
+    let _ = collector_task.await;
+    if let Some(t) = enforcer_task {
+        let _ = t.await;
+    }
+    server_task
+        .await
+        .context("HTTP server task")?
+        .context("HTTP server")?;
+    Ok(())
+}
+
+fn build_enforcer(
+    settings: &Settings,
+) -> anyhow::Result<Enforcer<CephActor<CliClient>, TokioClock>> {
+    let policy: &Policy = &settings.policy;
+    let fixed = match &policy.baseline {
+        BaselineSpec::Fixed(d) => Some(d.as_secs_f64()),
+        BaselineSpec::Fio(path) => Some(fio_baseline(path)?),
+        BaselineSpec::Learned => None,
+    };
+    let state = match EnforcerState::load(&policy.state_file) {
+        Ok(s) => s,
+        Err(e) if policy.mode == Mode::Enforce => return Err(e.into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "observe mode: starting from a fresh enforcer state");
+            EnforcerState::default()
+        }
+    };
+    if policy.mode == Mode::Enforce {
+        // Fail now, not in the middle of a recovery, if the state file cannot be written.
+        state
+            .save(&policy.state_file)
+            .context("the enforcer in enforce mode must be able to write its state file")?;
+    }
+    if !state.original.is_empty() {
+        tracing::info!(target: "decision", original = ?state.original, applied = ?state.applied.as_ref().map(|a| &a.values), "resuming: the state file says the enforcer changed settings before it stopped; it will restore them when recovery ends");
+    }
+    tracing::info!(
+        target: "decision",
+        "enforcer {} mode: baseline {}{}, bound {} x baseline, act after {} above it during recovery, suspend when {}",
+        policy.mode.as_str(),
+        policy.baseline,
+        match (&policy.baseline, fixed) {
+            (BaselineSpec::Fio(_), Some(f)) => format!(" = write p99 {}", enforcer::fmt_ms(f)),
+            _ => String::new(),
+        },
+        policy.multiplier,
+        enforcer::fmt_secs(policy.breach_for.as_secs_f64()),
+        policy.suspend_when.as_str()
+    );
+    let style = match settings.log_format {
+        LogFormat::Json => LogStyle::Json,
+        LogFormat::Text => LogStyle::Text,
+    };
+    Ok(Enforcer::new(
+        policy.clone(),
+        CephActor::new(CliClient::new(&settings.ceph)),
+        TokioClock::new(),
+        state,
+        fixed,
+        settings.collect_interval,
+        style,
+    ))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the exporter");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! Turns a [`Snapshot`] into Prometheus metric families. No Ceph calls here: a scrape renders the
+//! last snapshot, dropping any family whose data is older than three collection intervals.
+
+pub mod encode;
+
+use std::collections::BTreeMap;
+use std::time::UNIX_EPOCH;
+
+use tokio::time::Instant;
+
+use crate::collect::safety::pool_safety;
+use crate::collect::Snapshot;
+use crate::enforcer::policy::Mode;
+use crate::enforcer::state::Phase;
+use crate::enforcer::EnforcerView;
+use encode::{Encoder, Family, Format, Kind};
+
+/// PG state words always published (0 when absent) so alerts and dashboards find the series.
+pub const PG_STATES: [&str; 14] = [
+    "active",
+    "clean",
+    "undersized",
+    "degraded",
+    "recovering",
+    "recovery_wait",
+    "backfilling",
+    "backfill_wait",
+    "peering",
+    "peered",
+    "remapped",
+    "stale",
+    "down",
+    "inconsistent",
+];
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn gauge<'a>(name: &'a str, help: &'a str) -> Family<'a> {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+        unit: None,
+    }
+}
+
+/// Renders everything the exporter publishes, as of `now`.
+pub fn render(snapshot: &Snapshot, now: Instant, format: Format) -> String {
+    render_with(snapshot, None, now, format)
+}
+
+/// Renders the snapshot and, when the enforcer runs, its state.
+pub fn render_with(
+    snapshot: &Snapshot,
+    enforcer: Option<&EnforcerView>,
+    now: Instant,
+    format: Format,
+) -> String {
+    let mut enc = Encoder::with_capacity(format, 64 * 1024);
+    render_status(&mut enc, snapshot, now);
+    render_pools(&mut enc, snapshot, now);
+    render_latency(&mut enc, snapshot, now);
+    render_scheduler(&mut enc, snapshot, now);
+    render_self(&mut enc, snapshot, now);
+    if let Some(view) = enforcer {
+        render_enforcer(&mut enc, view);
+    }
+    enc.finish()
+}
+
+fn flag(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
+    enc.family(&gauge(
+        "ceph_recovery_budget_mode",
+        "Enforcer mode: 1 for the mode in force (off, observe, enforce).",
+    ));
+    for m in [Mode::Off, Mode::Observe, Mode::Enforce] {
+        enc.sample(&[("mode", m.as_str())], flag(v.mode == m));
+    }
+    enc.family(&gauge(
+        "ceph_recovery_budget_state",
+        "Enforcer state: 1 for the current one.",
+    ));
+    for p in Phase::ALL {
+        enc.sample(&[("state", p.as_str())], flag(v.phase == p));
+    }
+    for (name, help, value) in [
+        ("ceph_recovery_budget_baseline_seconds", "Client p99 write latency without recovery that the bound is based on.", v.baseline_seconds),
+        ("ceph_recovery_budget_bound_seconds", "Client p99 write latency allowed during recovery (multiplier x baseline).", v.bound_seconds),
+        ("ceph_recovery_budget_p99_seconds", "Cluster-wide client p99 write latency over the enforcer's latency window, as the enforcer judges it.", v.p99_seconds),
+    ] {
+        enc.family(&gauge(name, help));
+        if let Some(x) = value {
+            enc.sample(&[], x);
+        }
+    }
+    enc.family(&gauge(
+        "ceph_recovery_budget_breached",
+        "1 while client p99 is above the bound during recovery (bound not suspended).",
+    ));
+    enc.sample(&[], flag(v.breached));
+    enc.family(&gauge(
+        "ceph_recovery_budget_breach_seconds",
+        "How long the current breach has lasted (0 when none).",
+    ));
+    enc.sample(&[], v.breach_seconds);
+    enc.family(&gauge(
+        "ceph_recovery_budget_suspended",
+        "1 while the latency bound is suspended because redundancy is at risk.",
+    ));
+    enc.sample(&[], flag(v.suspended));
+    enc.family(&Family {
+        name: "ceph_recovery_budget_suspend_reason",
+        help: "Why the bound is suspended (undersized or pool_at_min_size); present only while suspended.",
+        kind: Kind::Info,
+        unit: None,
+    });
+    if let Some(reason) = &v.suspend_reason {
+        enc.sample(&[("reason", reason)], 1.0);
+    }
+    enc.family(&Family {
+        name: "ceph_recovery_budget_decisions",
+        help: "Decisions logged by the enforcer, by action or event (THROTTLE, SUSPEND, RESUME, RESTORE, BREACH, HOLD, ...); in observe mode the actions it would have taken.",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    for (action, n) in &v.decisions_total {
+        enc.sample(&[("action", action)], *n as f64);
+    }
+    enc.family(&Family {
+        name: "ceph_recovery_budget_action_failures",
+        help: "ceph config set/rm commands of the enforcer that failed (each is retried with backoff).",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    enc.sample(&[], v.action_failures_total as f64);
+    enc.family(&gauge(
+        "ceph_recovery_budget_profile_not_taken",
+        "1 for each OSD that did not take the profile the enforcer set (pinned in its ceph.conf?).",
+    ));
+    for osd in &v.osds_not_taken {
+        let daemon = osd.split_whitespace().next().unwrap_or(osd);
+        enc.sample(&[("ceph_daemon", daemon)], 1.0);
+    }
+    enc.family(&gauge("ceph_recovery_budget_throttle_effective", "After the throttle settled for a latency window: 1 if p99 came back within the bound, 0 if it had no effect."));
+    if let Some(e) = v.throttle_effective {
+        enc.sample(&[], flag(e));
+    }
+    enc.family(&gauge(
+        "ceph_recovery_budget_next_change_allowed_seconds",
+        "Seconds until the change limits allow the enforcer another change.",
+    ));
+    enc.sample(&[], v.next_change_allowed_in_seconds);
+}
+
+fn render_status(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
+    let Some(data) = snapshot.fresh(&snapshot.status, now) else {
+        return;
+    };
+    let s = &data.status;
+    for (name, help, value) in [
+        (
+            "ceph_degraded_objects",
+            "Object copies that are degraded (fewer copies than the pool size), from ceph status.",
+            s.degraded_objects,
+        ),
+        (
+            "ceph_misplaced_objects",
+            "Object copies stored on the wrong OSDs and waiting to be moved, from ceph status.",
+            s.misplaced_objects,
+        ),
+        (
+            "ceph_unfound_objects",
+            "Objects Ceph cannot find any copy of, from ceph status.",
+            s.unfound_objects,
+        ),
+        (
+            "ceph_pg_total",
+            "Placement groups in the cluster.",
+            s.num_pgs,
+        ),
+    ] {
+        enc.family(&gauge(name, help));
+        enc.sample(&[], value as f64);
+    }
+
+    enc.family(&gauge(
+        "ceph_recovery_objects_per_second",
+        "Recovery rate. method=\"delta\": decrease of degraded+misplaced objects over --recovery.window from the exporter's own samples (0 while counts rise); method=\"ceph\": Ceph's own recovering_objects_per_sec.",
+    ));
+    if let Some(rate) = data.recovery_rate_delta {
+        enc.sample(&[("method", "delta")], rate);
+    }
+    enc.sample(&[("method", "ceph")], s.recovering_objects_per_sec);
+
+    enc.family(&gauge(
+        "ceph_recovery_bytes_per_second",
+        "Bytes recovered per second, Ceph's own recovering_bytes_per_sec.",
+    ));
+    enc.sample(&[], s.recovering_bytes_per_sec);
+
+    enc.family(&gauge(
+        "ceph_client_ops_per_second",
+        "Client operations per second as Ceph reports them in its status.",
+    ));
+    enc.sample(&[("direction", "read")], s.read_op_per_sec);
+    enc.sample(&[("direction", "write")], s.write_op_per_sec);
+
+    if let Some(health) = s.health.as_deref() {
+        enc.family(&gauge(
+            "ceph_health_status",
+            "Cluster health: 0 = HEALTH_OK, 1 = HEALTH_WARN, 2 = HEALTH_ERR.",
+        ));
+        let v = match health {
+            "HEALTH_OK" => 0.0,
+            "HEALTH_WARN" => 1.0,
+            _ => 2.0,
+        };
+        enc.sample(&[], v);
+    }
+    for (name, help, value) in [
+        ("ceph_osd_count", "OSDs in the OSD map.", s.num_osds),
+        ("ceph_osd_up_count", "OSDs that are up.", s.num_up_osds),
+        ("ceph_osd_in_count", "OSDs that are in.", s.num_in_osds),
+    ] {
+        if let Some(v) = value {
+            enc.family(&gauge(name, help));
+            enc.sample(&[], v as f64);
+        }
+    }
+
+    let mut words: BTreeMap<String, u64> = PG_STATES.iter().map(|w| (w.to_string(), 0)).collect();
+    for (word, count) in s.pg_state_word_counts() {
+        *words.entry(word).or_insert(0) += count;
+    }
+    for (word, count) in &words {
+        let name = format!("ceph_pg_{}", sanitize(word));
+        let help = format!("Placement groups whose state includes \"{word}\" (a PG in several states counts in each).");
+        enc.family(&gauge(&name, &help));
+        enc.sample(&[], *count as f64);
+    }
+}
+
+/// Metric-name-safe form of a PG state word.
+fn sanitize(word: &str) -> String {
+    word.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn render_pools(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
+    let Some(pools) = snapshot.fresh(&snapshot.pools, now) else {
+        return;
+    };
+    enc.family(&gauge(
+        "ceph_pool_size",
+        "Replicas (or k+m shards) each object of the pool should have.",
+    ));
+    for p in pools {
+        enc.sample(&[("pool", &p.name)], f64::from(p.size));
+    }
+    enc.family(&gauge(
+        "ceph_pool_min_size",
+        "Copies a PG of the pool needs to serve I/O.",
+    ));
+    for p in pools {
+        enc.sample(&[("pool", &p.name)], f64::from(p.min_size));
+    }
+    let Some(undersized) = snapshot.fresh(&snapshot.undersized_pgs, now) else {
+        return;
+    };
+    let safety = pool_safety(pools, undersized);
+    enc.family(&gauge(
+        "ceph_pool_pgs_undersized",
+        "PGs of the pool with fewer acting OSDs than the pool size.",
+    ));
+    for s in &safety {
+        enc.sample(&[("pool", &s.pool.name)], s.pgs_undersized as f64);
+    }
+    enc.family(&gauge(
+        "ceph_pool_pgs_at_min_size",
+        "PGs of the pool whose acting set has no more members than min_size: one more failure stops their I/O.",
+    ));
+    for s in &safety {
+        enc.sample(&[("pool", &s.pool.name)], s.pgs_at_min_size as f64);
+    }
+    enc.family(&gauge(
+        "ceph_pool_at_min_size",
+        "1 when any PG of the pool is at or below min_size, else 0.",
+    ));
+    for s in &safety {
+        enc.sample(
+            &[("pool", &s.pool.name)],
+            if s.at_min_size() { 1.0 } else { 0.0 },
+        );
+    }
+}
+
+fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
+    let Some(lat) = snapshot.fresh(&snapshot.latency, now) else {
+        return;
+    };
+    enc.family(&Family {
+        name: "ceph_osd_op_w_latency",
+        help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts).",
+        kind: Kind::Histogram,
+        unit: None,
+    });
+    for (osd, h) in &lat.per_osd {
+        enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), None);
+    }
+    // A summary (quantiles only): promtool rejects a `quantile` label on a gauge.
+    enc.family(&Family {
+        name: "ceph_client_write_latency_seconds",
+        help: "Cluster-wide client write latency quantiles over --latency.window, interpolated like histogram_quantile over the increase of ceph_osd_op_w_latency_bucket. Absent when no write happened in the window.",
+        kind: Kind::Summary,
+        unit: None,
+    });
+    for (q, v) in &lat.quantiles {
+        enc.sample(&[("quantile", &q.to_string())], *v);
+    }
+}
+
+fn render_scheduler(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
+    let Some(scheds) = snapshot.fresh(&snapshot.schedulers, now) else {
+        return;
+    };
+    enc.family(&Family {
+        name: "ceph_osd_op_queue",
+        help: "The op queue (scheduler) each OSD runs, as the daemon reports it (osd_op_queue; read at OSD start).",
+        kind: Kind::Info,
+        unit: None,
+    });
+    for (osd, s) in scheds {
+        if let Some(q) = &s.op_queue {
+            enc.sample(&[("ceph_daemon", osd), ("queue", q)], 1.0);
+        }
+    }
+    enc.family(&Family {
+        name: "ceph_osd_mclock_profile",
+        help: "The mClock profile each OSD really runs, as the daemon reports it (a value pinned in its ceph.conf wins over ceph config set).",
+        kind: Kind::Info,
+        unit: None,
+    });
+    for (osd, s) in scheds {
+        if let Some(p) = &s.mclock_profile {
+            enc.sample(&[("ceph_daemon", osd), ("profile", p)], 1.0);
+        }
+    }
+}
+
+fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
+    enc.family(&gauge("ceph_recovery_budget_collector_up", "1 when the collector's last run succeeded and its data is fresh (younger than 3 intervals)."));
+    for h in &snapshot.collectors {
+        let up = snapshot.collector_up(h, now);
+        enc.sample(
+            &[("collector", h.name.as_str())],
+            if up { 1.0 } else { 0.0 },
+        );
+    }
+    enc.family(&Family {
+        name: "ceph_recovery_budget_collector_duration_seconds",
+        help: "How long the collector's last run took.",
+        kind: Kind::Gauge,
+        unit: None,
+    });
+    for h in &snapshot.collectors {
+        if snapshot.cycle > 0 {
+            enc.sample(
+                &[("collector", h.name.as_str())],
+                h.last_duration.as_secs_f64(),
+            );
+        }
+    }
+    enc.family(&Family {
+        name: "ceph_recovery_budget_collector_errors",
+        help: "Failed collector runs since the exporter started, by reason (spawn, timeout, exit_status, io, parse, no_daemon_answered).",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    for h in &snapshot.collectors {
+        for (reason, n) in &h.errors_total {
+            enc.sample(
+                &[("collector", h.name.as_str()), ("reason", reason)],
+                *n as f64,
+            );
+        }
+    }
+    enc.family(&gauge(
+        "ceph_recovery_budget_last_success_timestamp_seconds",
+        "Unix time of the collector's last successful run.",
+    ));
+    for h in &snapshot.collectors {
+        if let Some(t) = h
+            .last_success
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        {
+            enc.sample(&[("collector", h.name.as_str())], t.as_secs_f64());
+        }
+    }
+    enc.family(&Family {
+        name: "ceph_recovery_budget_build",
+        help: "Version of ceph-recovery-budget.",
+        kind: Kind::Info,
+        unit: None,
+    });
+    enc.sample(&[("version", VERSION)], 1.0);
+}

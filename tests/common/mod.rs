@@ -1,0 +1,238 @@
+//! Helpers for the tests that run against the real lab cluster (`scripts/ceph-lab`).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Lab tests run only when asked (scripts/test sets CRB_LAB=1 after starting the lab).
+pub fn lab_enabled() -> bool {
+    std::env::var("CRB_LAB").is_ok_and(|v| v == "1")
+}
+
+/// Runs `scripts/ceph-lab ARGS`, panicking with its output on failure.
+pub fn lab(args: &[&str]) -> String {
+    let out = Command::new(repo().join("scripts/ceph-lab"))
+        .args(args)
+        .output()
+        .expect("run scripts/ceph-lab");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/ceph-lab {args:?} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// CEPH_CONF (and anything else) the lab's `env` command exports.
+pub fn lab_env() -> Vec<(String, String)> {
+    lab(&["env"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                v.trim_matches(|c| c == '"' || c == '\'').to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `ceph ARGS --format json` against the lab, parsed.
+pub fn ceph_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new("ceph")
+        .args(args)
+        .args(["--format", "json"])
+        .envs(lab_env())
+        .output()
+        .expect("run ceph");
+    assert!(
+        out.status.success(),
+        "ceph {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("ceph printed JSON")
+}
+
+pub fn ceph(args: &[&str]) {
+    let out = Command::new("ceph")
+        .args(args)
+        .envs(lab_env())
+        .output()
+        .expect("run ceph");
+    assert!(
+        out.status.success(),
+        "ceph {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A running `serve`, killed on drop.
+pub struct Exporter {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Exporter {
+    pub fn start(extra: &[&str]) -> Self {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
+            .args(["serve", "--web.listen-address", &listen])
+            .args(extra)
+            .envs(lab_env())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start serve");
+        let e = Exporter { child, port };
+        e.wait_for(
+            Duration::from_secs(60),
+            "ready",
+            |_| {},
+            || http_get(port, "/-/ready").0 == 200,
+        );
+        e
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.port, path)
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        let (code, body) = self.get("/metrics");
+        assert_eq!(code, 200, "{body}");
+        Metrics::parse(&body)
+    }
+
+    /// Polls until `pred` holds, with a message naming what was awaited and the last metrics.
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        what: &str,
+        log: impl Fn(&str),
+        pred: impl Fn() -> bool,
+    ) {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if pred() {
+                eprintln!("lab: {what} after {:.0} s", start.elapsed().as_secs_f64());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        log(what);
+        panic!("timed out after {timeout:?} waiting for {what}");
+    }
+
+    /// Polls the metrics until `pred` holds on them; returns them.
+    pub fn wait_metrics(
+        &self,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&Metrics) -> bool,
+    ) -> Metrics {
+        let start = Instant::now();
+        let mut last = None;
+        while start.elapsed() < timeout {
+            let m = self.metrics();
+            if pred(&m) {
+                eprintln!("lab: {what} after {:.0} s", start.elapsed().as_secs_f64());
+                return m;
+            }
+            last = Some(m);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!(
+            "timed out after {timeout:?} waiting for {what}; last metrics:\n{}",
+            last.map(|m| m.text).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let req = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or((&buf, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_string())
+}
+
+/// Parsed exposition: series (name + sorted labels) -> value.
+pub struct Metrics {
+    pub text: String,
+    pub series: BTreeMap<String, f64>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Self {
+        let mut series = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
+            if let Some((key, value)) = line.rsplit_once(' ') {
+                let v = match value {
+                    "+Inf" => f64::INFINITY,
+                    "-Inf" => f64::NEG_INFINITY,
+                    v => v.parse().unwrap_or(f64::NAN),
+                };
+                series.insert(key.to_string(), v);
+            }
+        }
+        Metrics {
+            text: text.to_string(),
+            series,
+        }
+    }
+
+    /// The value of an exact series, e.g. `ceph_pool_size{pool="rbd-vms"}`.
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.series.get(key).copied()
+    }
+
+    /// Series whose key starts with `prefix`.
+    pub fn with_prefix(&self, prefix: &str) -> Vec<(&str, f64)> {
+        self.series
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect()
+    }
+}
