@@ -41,12 +41,12 @@ fn exporter_follows_a_real_failure_and_recovery() {
                 )) == Some(1.0)
             })
     });
-    assert_eq!(m.get("ceph_pg_total"), Some(num_pgs));
+    assert_eq!(m.get("ceph_pgs"), Some(num_pgs));
     assert_eq!(m.get("ceph_pg_active"), Some(num_pgs), "all PGs active");
     assert_eq!(m.get("ceph_pg_clean"), Some(num_pgs), "all PGs clean");
     assert_eq!(m.get("ceph_pg_undersized"), Some(0.0));
     assert_eq!(m.get("ceph_degraded_objects"), Some(0.0));
-    assert_eq!(m.get("ceph_osd_count"), Some(4.0));
+    assert_eq!(m.get("ceph_osds"), Some(4.0));
     assert_eq!(m.get("ceph_pool_size{pool=\"rbd-vms\"}"), Some(3.0));
     assert_eq!(m.get("ceph_pool_min_size{pool=\"rbd-vms\"}"), Some(2.0));
     assert_eq!(m.get("ceph_pool_at_min_size{pool=\"rbd-vms\"}"), Some(0.0));
@@ -74,6 +74,29 @@ fn exporter_follows_a_real_failure_and_recovery() {
                 "ceph_osd_mclock_profile_info{{ceph_daemon=\"osd.{osd}\""
             ))
             .is_empty());
+    }
+
+    // What Prometheus' own linter says about the real exposition.
+    if let Ok(mut child) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(m.text.as_bytes());
+        }
+        let out = child.wait_with_output().expect("promtool ran");
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool check metrics complains:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        panic!("promtool is not installed (apt-get install prometheus); .ci/run installs it");
     }
 
     // Client writes give the cluster-wide quantiles.
@@ -151,4 +174,222 @@ fn exporter_follows_a_real_failure_and_recovery() {
         m.get("ceph_pool_pgs_undersized{pool=\"rbd-vms\"}"),
         Some(0.0)
     );
+}
+
+/// `ceph config dump` value of an osd-section option, None when not set.
+fn configured(key: &str) -> Option<String> {
+    ceph_json(&["config", "dump"])
+        .as_array()
+        .and_then(|a| {
+            a.iter().find(|e| {
+                e["section"] == "osd"
+                    && e["name"] == key
+                    && e["mask"].as_str().unwrap_or("").is_empty()
+            })
+        })
+        .and_then(|e| e["value"].as_str().map(str::to_string))
+}
+
+/// What osd.N really runs (`ceph config show`, which sees a value pinned in ceph.conf).
+fn running_profile(osd: u32) -> String {
+    let out = std::process::Command::new("ceph")
+        .args([
+            "config",
+            "show",
+            &format!("osd.{osd}"),
+            "osd_mclock_profile",
+        ])
+        .envs(lab_env())
+        .output()
+        .expect("ceph config show");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn wait_until(timeout: Duration, what: &str, pred: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if pred() {
+            eprintln!("lab: {what} after {:.0} s", start.elapsed().as_secs_f64());
+            return;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+/// Client writes in the background for the whole test (the runbook fio).
+struct Load(std::process::Child);
+
+impl Load {
+    fn start(seconds: u32) -> Self {
+        let child = std::process::Command::new(repo().join("scripts/ceph-lab"))
+            .args(["fio-load", &seconds.to_string()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start fio-load");
+        Load(child)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .args(["-f", "fio --name=runbook"])
+            .status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn enforcer_throttles_suspends_and_restores_on_a_real_cluster() {
+    assert!(
+        lab_enabled(),
+        "set CRB_LAB=1 after scripts/ceph-lab start (scripts/test does both)"
+    );
+    lab(&["start"]);
+    lab(&["wait-clean", "300"]);
+    lab(&["fill"]);
+    // The operator's choice before any incident.
+    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
+    wait_until(Duration::from_secs(30), "OSDs run balanced", || {
+        running_profile(0) == "balanced"
+    });
+    let state_file =
+        std::env::temp_dir().join(format!("crb-lab-enforcer-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&state_file);
+
+    // Observe mode first: decisions, no change on the cluster.
+    {
+        let _load = Load::start(60);
+        let observer = Exporter::start(&[
+            "--collect.interval",
+            "2s",
+            "--latency.window",
+            "10s",
+            "--recovery.window",
+            "10s",
+            "--enforcer.mode",
+            "observe",
+            "--enforcer.baseline",
+            "1ms",
+            "--enforcer.for",
+            "4s",
+            "--enforcer.latency-window",
+            "10s",
+            "--enforcer.min-interval",
+            "5s",
+            "--enforcer.state-file",
+            state_file.to_str().unwrap_or_default(),
+        ]);
+        lab(&["rebalance-start"]);
+        observer.wait_metrics(
+            Duration::from_secs(120),
+            "an observe-mode THROTTLE decision",
+            |m| {
+                m.get("ceph_recovery_budget_decisions_total{action=\"THROTTLE\"}")
+                    .unwrap_or(0.0)
+                    >= 1.0
+            },
+        );
+        let (_, decisions) = observer.get("/decisions");
+        assert!(
+            decisions.contains(
+                "(observe mode) would THROTTLE osd_mclock_profile balanced -> high_client_ops"
+            ),
+            "{decisions}"
+        );
+        assert_eq!(
+            configured("osd_mclock_profile").as_deref(),
+            Some("balanced"),
+            "observe mode changed nothing"
+        );
+        assert_eq!(running_profile(0), "balanced");
+        lab(&["rebalance-stop"]);
+        lab(&["wait-clean", "600"]);
+    }
+    let _ = std::fs::remove_file(&state_file);
+
+    // Enforce mode with a tiny baseline: any recovery breaches.
+    let _load = Load::start(900);
+    let enforcer = Exporter::start(&[
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "10s",
+        "--recovery.window",
+        "10s",
+        "--enforcer.mode",
+        "enforce",
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.for",
+        "4s",
+        "--enforcer.latency-window",
+        "10s",
+        "--enforcer.min-interval",
+        "5s",
+        "--enforcer.settle",
+        "10s",
+        "--enforcer.state-file",
+        state_file.to_str().unwrap_or_default(),
+    ]);
+    // 1. A recovery in which no PG is undersized: the bound applies, the throttle is set.
+    lab(&["rebalance-start"]);
+    wait_until(
+        Duration::from_secs(180),
+        "OSDs run high_client_ops (THROTTLE)",
+        || running_profile(0) == "high_client_ops",
+    );
+    let m = enforcer.metrics();
+    assert_eq!(
+        m.get("ceph_recovery_budget_decisions_total{action=\"THROTTLE\"}"),
+        Some(1.0),
+        "{}",
+        m.text
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state_file).expect("state file"))
+            .expect("state JSON");
+    assert_eq!(
+        saved["original"]["osd_mclock_profile"], "balanced",
+        "{saved}"
+    );
+
+    // 2. Redundancy at risk: one OSD down with noout: the bound is suspended, recovery first.
+    ceph(&["osd", "set", "noout"]);
+    lab(&["osd-stop", "2"]);
+    wait_until(
+        Duration::from_secs(180),
+        "OSDs run high_recovery_ops (SUSPEND)",
+        || running_profile(0) == "high_recovery_ops",
+    );
+    enforcer.wait_metrics(Duration::from_secs(30), "suspended metric", |m| {
+        m.get("ceph_recovery_budget_suspended") == Some(1.0)
+    });
+
+    // 3. Everything back; when recovery has finished (plus settle), the original is restored.
+    lab(&["osd-start", "2"]);
+    ceph(&["osd", "unset", "noout"]);
+    lab(&["rebalance-stop"]);
+    lab(&["wait-clean", "900"]);
+    wait_until(
+        Duration::from_secs(240),
+        "the operator's balanced restored",
+        || {
+            configured("osd_mclock_profile").as_deref() == Some("balanced")
+                && running_profile(0) == "balanced"
+        },
+    );
+    let (_, decisions) = enforcer.get("/decisions");
+    for e in ["\"THROTTLE\"", "\"SUSPEND\"", "\"RESTORE\""] {
+        assert!(decisions.contains(e), "{e} missing: {decisions}");
+    }
+    let (_, status) = enforcer.get("/api/status");
+    assert!(status.contains("\"phase\":\"idle\""), "{status}");
+
+    drop(enforcer);
+    ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
+    let _ = std::fs::remove_file(&state_file);
 }

@@ -145,6 +145,8 @@ pub struct Snapshot {
     pub cycle: u64,
     pub taken_at: Instant,
     pub interval: Duration,
+    /// How long the last complete cycle took; on a slow cluster it can exceed the interval.
+    pub cycle_duration: Duration,
     pub status: Option<Stamped<StatusData>>,
     pub pools: Option<Stamped<Vec<parse::pools::Pool>>>,
     /// PGs currently undersized (listed only when the status says there are any).
@@ -160,6 +162,7 @@ impl Snapshot {
             cycle: 0,
             taken_at: Instant::now(),
             interval,
+            cycle_duration: Duration::ZERO,
             status: None,
             pools: None,
             undersized_pgs: None,
@@ -172,9 +175,29 @@ impl Snapshot {
         }
     }
 
-    /// The maximum age at which data is still served.
+    /// The maximum age at which data is still served: three intervals, or three cycles when a
+    /// slow cluster makes a cycle take longer than the interval.
     pub fn max_age(&self) -> Duration {
-        self.interval * STALE_AFTER_INTERVALS
+        self.interval.max(self.cycle_duration) * STALE_AFTER_INTERVALS
+    }
+
+    /// Why a collector's data cannot be used at `now`, in words; None when it is up.
+    pub fn why_down(&self, health: &CollectorHealth, now: Instant) -> Option<String> {
+        if self.collector_up(health, now) {
+            return None;
+        }
+        let age = self
+            .data_at(health.name)
+            .map(|at| now.saturating_duration_since(at));
+        Some(match (&health.last_error, age) {
+            (Some(e), _) => e.clone(),
+            (None, Some(age)) => format!(
+                "last data {:.0} s old, older than {:.0} s",
+                age.as_secs_f64(),
+                self.max_age().as_secs_f64()
+            ),
+            (None, None) => "no data yet".to_string(),
+        })
     }
 
     /// The value if it was collected no longer than three intervals before `now`.
@@ -276,6 +299,13 @@ async fn run_tell<C: Client, T>(
                 let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
                 failed.insert(who, e.message.clone());
             }
+        }
+    }
+    // A down OSD leaves only a blank line on stdout; stderr says which one (exit code 6).
+    for e in parse::tell::stderr_errors(&out.stderr) {
+        let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
+        if !ok.contains_key(&who) {
+            failed.entry(who).or_insert(e.message);
         }
     }
     if ok.is_empty() {
@@ -388,7 +418,7 @@ impl<C: Client> Collector<C> {
             if undersized_hint {
                 (
                     t,
-                    run_parsed(client, commands::undersized_pgs(), parse::pgs::parse).await,
+                    run_parsed(client, commands::undersized_pgs(), parse_undersized).await,
                 )
             } else {
                 (t, Ok(Vec::new()))
@@ -458,6 +488,7 @@ impl<C: Client> Collector<C> {
         });
         self.record(CollectorName::Scheduler, t_sched, result);
 
+        self.current.cycle_duration = cycle_start.elapsed();
         self.current.clone()
     }
 
@@ -484,6 +515,15 @@ impl<C: Client> Collector<C> {
                 break;
             }
         }
+    }
+}
+
+/// `pg ls undersized`: releases before Nautilus print nothing at all when no PG matches.
+fn parse_undersized(out: &[u8]) -> Result<Vec<parse::pgs::PgBrief>, ParseError> {
+    if out.iter().all(u8::is_ascii_whitespace) {
+        Ok(Vec::new())
+    } else {
+        parse::pgs::parse(out)
     }
 }
 

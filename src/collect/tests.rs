@@ -80,7 +80,7 @@ async fn healthy_cluster_lists_no_pgs_and_reports_clean() {
     let mut c = Collector::new(client.clone(), settings());
     let s = c.collect_once().await;
     let text = render(&s);
-    assert_eq!(value(&text, "ceph_pg_total"), Some(33.0));
+    assert_eq!(value(&text, "ceph_pgs"), Some(33.0));
     assert_eq!(value(&text, "ceph_pg_clean"), Some(33.0));
     assert_eq!(value(&text, "ceph_pg_undersized"), Some(0.0));
     assert_eq!(
@@ -184,7 +184,7 @@ async fn one_failing_collector_does_not_blank_the_others() {
         ),
         Some(1.0)
     );
-    assert_eq!(value(&text, "ceph_pg_total"), Some(33.0));
+    assert_eq!(value(&text, "ceph_pgs"), Some(33.0));
     assert_eq!(
         value(&text, "ceph_recovery_budget_collector_errors_total{collector=\"pools\",reason=\"exit_status\"}"),
         Some(1.0)
@@ -244,16 +244,13 @@ async fn data_older_than_three_intervals_is_dropped_and_its_collector_down() {
     let client = cluster("healthy-idle");
     let mut c = Collector::new(client.clone(), settings());
     let s = c.collect_once().await;
-    assert!(render(&s).contains("ceph_pg_total 33"));
+    assert!(render(&s).contains("ceph_pgs 33"));
     // The status command starts failing; for up to 3 intervals the last good data is served.
     client.set(&commands::status(), Reply::Timeout);
     tokio::time::advance(Duration::from_secs(15)).await;
     let s = c.collect_once().await;
     let text = render(&s);
-    assert!(
-        text.contains("ceph_pg_total 33"),
-        "still within 3 intervals"
-    );
+    assert!(text.contains("ceph_pgs 33"), "still within 3 intervals");
     assert_eq!(
         value(
             &text,
@@ -265,7 +262,7 @@ async fn data_older_than_three_intervals_is_dropped_and_its_collector_down() {
     let s = c.collect_once().await;
     let text = render(&s);
     assert!(
-        !text.contains("ceph_pg_total"),
+        !text.contains("ceph_pgs"),
         "46 s old data is stale:\n{text}"
     );
     assert_eq!(
@@ -283,7 +280,7 @@ async fn a_scrape_of_an_old_snapshot_drops_everything_stale() {
     let s = c.collect_once().await;
     tokio::time::advance(Duration::from_secs(46)).await;
     let text = render(&s);
-    assert!(!text.contains("ceph_pg_total"));
+    assert!(!text.contains("ceph_pgs"));
     assert_eq!(
         value(
             &text,
@@ -347,4 +344,136 @@ async fn the_loop_publishes_every_interval_and_stops_on_shutdown() {
         .filter(|c| **c == commands::status())
         .count();
     assert_eq!(status_calls, 2);
+}
+
+fn lab_fixture(name: &str) -> Reply {
+    let out = fixture(&format!("lab/{name}.out"));
+    let err = String::from_utf8_lossy(&fixture(&format!("lab/{name}.err"))).into_owned();
+    // tests/fixtures/lab/README.md lists the exit codes.
+    let code = if name.starts_with("osd3-down.tell-osd-all") {
+        6
+    } else {
+        0
+    };
+    Reply::Output {
+        stdout: out,
+        stderr: err,
+        code,
+    }
+}
+
+/// The real lab outputs with osd.3 stopped (noout): `tell osd.*` exits 6 but the other three
+/// OSDs answer, and `pg ls undersized` lists the PGs at min_size.
+#[tokio::test(start_paused = true)]
+async fn real_outputs_with_one_osd_down() {
+    let c = FakeClient::new();
+    c.set(&commands::status(), lab_fixture("osd3-down.status"));
+    c.set(
+        &commands::pools(),
+        lab_fixture("osd3-down.osd-pool-ls-detail"),
+    );
+    c.set(
+        &commands::undersized_pgs(),
+        lab_fixture("osd3-down.pg-ls-undersized"),
+    );
+    c.set(
+        &commands::histograms(),
+        lab_fixture("osd3-down.tell-osd-all-perf-histogram-dump"),
+    );
+    c.set(
+        &commands::osd_config_get("osd_op_queue"),
+        lab_fixture("osd3-down.tell-osd-all-config-get-osd_op_queue"),
+    );
+    c.set(
+        &commands::osd_config_get("osd_mclock_profile"),
+        lab_fixture("osd3-down.tell-osd-all-config-get-osd_mclock_profile"),
+    );
+    let mut col = Collector::new(c, settings());
+    let s = col.collect_once().await;
+    let text = render(&s);
+    assert!(value(&text, "ceph_pg_undersized").unwrap() > 0.0, "{text}");
+    assert_eq!(
+        value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "ceph_recovery_budget_collector_up{collector=\"latency\"}"
+        ),
+        Some(1.0)
+    );
+    for osd in 0..3 {
+        assert!(value(
+            &text,
+            &format!("ceph_osd_op_w_latency_count{{ceph_daemon=\"osd.{osd}\"}}")
+        )
+        .is_some());
+    }
+    assert!(
+        !text.contains("ceph_daemon=\"osd.3\""),
+        "the down OSD has no series"
+    );
+    let lat = s.latency.as_ref().unwrap();
+    assert!(
+        lat.value.missing.contains_key("osd.3"),
+        "{:?}",
+        lat.value.missing
+    );
+    assert_eq!(
+        value(
+            &text,
+            "ceph_osd_op_queue_info{ceph_daemon=\"osd.0\",queue=\"mclock_scheduler\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn real_healthy_outputs_of_the_lab() {
+    let c = FakeClient::new();
+    c.set(&commands::status(), lab_fixture("healthy.status"));
+    c.set(
+        &commands::pools(),
+        lab_fixture("healthy.osd-pool-ls-detail"),
+    );
+    c.set(
+        &commands::undersized_pgs(),
+        lab_fixture("healthy.pg-ls-undersized"),
+    );
+    c.set(
+        &commands::histograms(),
+        lab_fixture("healthy.tell-osd-all-perf-histogram-dump"),
+    );
+    c.set(
+        &commands::osd_config_get("osd_op_queue"),
+        lab_fixture("healthy.tell-osd-all-config-get-osd_op_queue"),
+    );
+    c.set(
+        &commands::osd_config_get("osd_mclock_profile"),
+        lab_fixture("healthy.tell-osd-all-config-get-osd_mclock_profile"),
+    );
+    let mut col = Collector::new(c, settings());
+    let text = render(&col.collect_once().await);
+    for osd in 0..4 {
+        assert_eq!(
+            value(&text, &format!("ceph_osd_mclock_profile_info{{ceph_daemon=\"osd.{osd}\",profile=\"high_client_ops\"}}")),
+            Some(1.0)
+        );
+        assert!(value(
+            &text,
+            &format!("ceph_osd_op_w_latency_bucket{{ceph_daemon=\"osd.{osd}\",le=\"+Inf\"}}")
+        )
+        .is_some());
+    }
+    assert_eq!(value(&text, "ceph_pg_clean"), Some(33.0));
+}
+
+#[test]
+fn a_slow_cluster_stretches_the_staleness_limit_to_three_cycles() {
+    let mut s = Snapshot::empty(Duration::from_secs(2));
+    assert_eq!(s.max_age(), Duration::from_secs(6));
+    // Each cycle took 5 s (CLI calls under load): data is not stale between two cycles.
+    s.cycle_duration = Duration::from_secs(5);
+    assert_eq!(s.max_age(), Duration::from_secs(15));
 }

@@ -124,10 +124,11 @@ impl Ctx<'_> {
 
 /// Seconds until another change is allowed, or 0.
 pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
+    // A change stamped in the future (the wall clock was set back) counts as made now.
     let recent: Vec<Time> = state
         .changes
         .iter()
-        .copied()
+        .map(|t| t.min(now))
         .filter(|t| now - t < HOUR)
         .collect();
     let mut wait: f64 = 0.0;

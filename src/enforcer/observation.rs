@@ -95,14 +95,8 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
     obs.configured_known = false;
     let mut stale = Vec::new();
     for h in &snapshot.collectors {
-        if !snapshot.collector_up(h, now) {
-            stale.push(format!(
-                "collector {} is down ({})",
-                h.name.as_str(),
-                h.last_error
-                    .as_deref()
-                    .unwrap_or("no data yet or data older than 3 intervals")
-            ));
+        if let Some(why) = snapshot.why_down(h, now) {
+            stale.push(format!("collector {} is down ({why})", h.name.as_str()));
         }
     }
     if let Some(s) = snapshot.fresh(&snapshot.status, now) {

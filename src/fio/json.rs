@@ -50,7 +50,7 @@ pub(crate) fn read_jobs(
     let lines_before = before.matches('\n').count();
 
     let mut stream = serde_json::Deserializer::from_str(json_text).into_iter::<Value>();
-    let value = match stream.next() {
+    let mut value = match stream.next() {
         Some(Ok(v)) => v,
         Some(Err(e)) => return Err(json_error(&e, lines_before)),
         None => {
@@ -61,8 +61,38 @@ pub(crate) fn read_jobs(
             })
         }
     };
+    // `--status-interval` prints a whole report per interval, each cumulative since the start:
+    // the last complete one is fio's final report. (After the JSON of `normal,json` comes text,
+    // which ends this loop.)
+    let mut documents = 1;
+    let mut cut_after = None;
+    loop {
+        match stream.next() {
+            Some(Ok(next)) if next.get("jobs").is_some() => {
+                value = next;
+                documents += 1;
+            }
+            Some(Err(e)) if e.is_eof() => {
+                cut_after = Some(e.line() + lines_before);
+                break;
+            }
+            _ => break,
+        }
+    }
 
     let mut warnings = Vec::new();
+    if documents > 1 {
+        warnings.push(format!(
+            "the output holds {documents} JSON reports one after another (fio \
+             --status-interval prints one per interval, each cumulative since the start); the \
+             last one is used"
+        ));
+    }
+    if let Some(line) = cut_after {
+        warnings.push(format!(
+            "a further JSON report after the one used is cut short (at line {line}); ignored"
+        ));
+    }
     let fio_lines: Vec<(usize, &str)> = before
         .lines()
         .enumerate()

@@ -24,6 +24,10 @@
 //!
 //! Only clat percentiles are used: `lat`, `slat` and `sync` percentile blocks are skipped.
 //!
+//! With `--status-interval`, fio prints a whole report (text or JSON) per interval, each
+//! cumulative since the start: the last one is fio's final report and is the one used (a warning
+//! says so); if it is cut short before any result, the one before it is used.
+//!
 //! # Missing data is left out, never guessed
 //!
 //! A direction that did no I/O (`total_ios` 0, or IOPS and bandwidth 0 with no percentiles, or
@@ -43,15 +47,15 @@
 //!   reader job next to a writer job): its percentiles are used as they are;
 //! * several entries did, and all carry `json+` histograms (`clat_ns.bins`): the histograms are
 //!   merged and the percentiles computed from them exactly as fio does for `group_reporting`
-//!   (first bucket whose cumulative count reaches p% of all samples; bucket values carry fio's
-//!   usual ≤ 1/64 relative bucket error). Only percentiles that every job reported are computed;
+//!   (first bucket whose cumulative count reaches p% of all samples; values have fio's usual
+//!   bucket resolution, 1/64 of the value). Only percentiles that every job reported are computed;
 //! * otherwise the percentiles are left out, with a warning saying to rerun with
 //!   `--group_reporting` or `--output-format=json+`.
 //!
 //! Neither "the job with the most I/O" nor an average would be honest: both report a latency no
-//! request distribution actually had. When the report has several reporting groups (`stonewall`,
-//! `new_group`), the sums are taken across groups too, and a warning says they are only meaningful
-//! if the groups ran at the same time.
+//! request distribution actually had. When a direction's jobs belong to several reporting groups
+//! (`stonewall`, `new_group`), the sums are taken across groups too, and a warning says they are
+//! only meaningful if the groups ran at the same time.
 
 mod aggregate;
 mod json;

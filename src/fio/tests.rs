@@ -40,6 +40,8 @@ const ALL_FIXTURES: &[&str] = &[
     "local_numjobs2_group_reporting.normal_json.out",
     "local_reader_writer_jobs_fsync.normal_json.out",
     "local_two_groups_stonewall.normal_json.out",
+    "local_status_interval.json",
+    "local_status_interval.txt",
 ];
 
 fn close(a: f64, b: f64) -> bool {
@@ -715,6 +717,89 @@ fn text_and_json_agree_on_the_same_run() {
     assert_eq!(compared, 32);
 }
 
+/// `--status-interval=1`: one cumulative report per second, then the final one; the last is
+/// used (never summed with the others).
+#[test]
+fn local_status_interval_uses_the_last_report() {
+    let json = ok("local_status_interval.json");
+    // The 4th (last) document: iops 185843.052316, bw_bytes 761213142, 3056 / 4320 / 5728 ns.
+    check(
+        json.write.as_ref(),
+        185843.052316,
+        761213142.0,
+        Some(3056e-9),
+        Some(4320e-9),
+        Some(5728e-9),
+    );
+    assert!(has_warning(&json, "4 JSON reports"), "{:?}", json.warnings);
+    let text = ok("local_status_interval.txt");
+    // The 4th report: `write: IOPS=169k, BW=661MiB/s`, `|  50th=[ 3216],  95th=[ 4640],  99th=[ 6240]`
+    check(
+        text.write.as_ref(),
+        169e3,
+        661.0 * MIB,
+        Some(3216e-9),
+        Some(4640e-9),
+        Some(6240e-9),
+    );
+    assert!(
+        has_warning(&text, "4 fio text reports"),
+        "{:?}",
+        text.warnings
+    );
+    assert_eq!(text.warnings.len(), 1, "{:?}", text.warnings);
+
+    // The last JSON document cut short: the 3rd is used (iops 187354.347073, p99 5792 ns).
+    let full = fixture("local_status_interval.json");
+    let cut: String = full.lines().take(900).collect::<Vec<_>>().join("\n");
+    let s = parse(&cut).unwrap_or_else(|e| panic!("{e}"));
+    check(
+        s.write.as_ref(),
+        187354.347073,
+        767091275.0,
+        Some(3056e-9),
+        Some(4320e-9),
+        Some(5792e-9),
+    );
+    assert!(has_warning(&s, "3 JSON reports"), "{:?}", s.warnings);
+    assert!(
+        has_warning(&s, "cut short (at line 900)"),
+        "{:?}",
+        s.warnings
+    );
+
+    // The last text report cut before its `write:` line: the 3rd is used (`IOPS=168k`).
+    let full = fixture("local_status_interval.txt");
+    let cut: String = full.lines().take(77).collect::<Vec<_>>().join("\n");
+    let s = parse(&cut).unwrap_or_else(|e| panic!("{e}"));
+    check(
+        s.write.as_ref(),
+        168e3,
+        657.0 * MIB,
+        Some(3216e-9),
+        Some(4640e-9),
+        Some(6240e-9),
+    );
+    assert!(
+        has_warning(&s, "the one before it is used"),
+        "{:?}",
+        s.warnings
+    );
+
+    // Two separate runs pasted together read the same way: the last one, with a warning.
+    let base = fixture("fio_base.txt");
+    let twice = format!("{}{base}", fixture("local_trim_null_nsec.normal_json.out"));
+    let s = parse_text(&twice).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        s,
+        FioSummary {
+            warnings: s.warnings.clone(),
+            ..ok("fio_base.txt")
+        }
+    );
+    assert!(has_warning(&s, "2 fio text reports"), "{:?}", s.warnings);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Output forms.
 
@@ -949,15 +1034,6 @@ fn text_errors_name_the_line() {
     }
     let bad = full.replace("(usec):\n", "(fortnights):\n");
     assert!(matches!(parse(&bad), Err(FioError::Text { line: 10, .. })));
-    // Two reports in one input would be summed silently; refuse instead.
-    let twice = format!("{full}{full}");
-    match parse(&twice) {
-        Err(FioError::Text { line, message }) => {
-            assert_eq!(line, full.lines().count() + 5);
-            assert!(message.contains("second fio report"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
 }
 
 #[test]

@@ -60,6 +60,10 @@ struct Parser {
     fio_messages: Vec<(usize, String)>,
     warnings: Vec<String>,
     last_line: usize,
+    /// How many reports the input holds (more than one with `--status-interval`).
+    reports: usize,
+    /// The report before the current one: its jobs and warnings.
+    previous: Option<(Vec<TextJob>, Vec<String>)>,
 }
 
 /// Parses fio's text report.
@@ -83,6 +87,8 @@ pub(crate) fn parse_text(report: &str) -> Result<FioSummary, FioError> {
         fio_messages: Vec::new(),
         warnings: Vec::new(),
         last_line,
+        reports: 1,
+        previous: None,
     };
     for (no, line) in lines(report) {
         p.line(no, line)?;
@@ -160,14 +166,14 @@ impl Parser {
             Ok(h) => h,
             Err(message) => return self.malformed(no, message),
         };
-        if let Some(run_status) = self.run_status_line {
-            return Err(FioError::Text {
-                line: no,
-                message: format!(
-                    "a second fio report starts here (a job header after the `Run status group` \
-                     summary of line {run_status}); pass one report at a time"
-                ),
-            });
+        if self.run_status_line.is_some() {
+            // A job header after the `Run status group` summary starts another report:
+            // `--status-interval` prints one per interval, each cumulative since the start.
+            let jobs = std::mem::take(&mut self.jobs);
+            let warnings = std::mem::take(&mut self.warnings);
+            self.previous = Some((jobs, warnings));
+            self.reports += 1;
+            self.run_status_line = None;
         }
         if err != 0 {
             self.warnings.push(format!(
@@ -336,16 +342,46 @@ impl Parser {
     }
 
     fn finish(mut self, report: &str) -> Result<FioSummary, FioError> {
-        for (no, m) in self.fio_messages.iter().take(MAX_FIO_MESSAGES) {
-            self.warnings
-                .insert(0, format!("fio said (line {no}): {m}"));
+        let mut complete = self.run_status_line.is_some();
+        let mut front = Vec::new();
+        if self.reports > 1 {
+            let has_results = self
+                .jobs
+                .iter()
+                .any(|j| j.stats.dirs.iter().any(Option::is_some));
+            let mut note = format!(
+                "the input holds {} fio text reports one after another (fio --status-interval \
+                 prints one per interval, each cumulative since the start); ",
+                self.reports
+            );
+            match self.previous.take() {
+                Some((jobs, warnings)) if !has_results => {
+                    note.push_str(
+                        "the last one is cut short before any result, so the one before it \
+                         is used",
+                    );
+                    self.jobs = jobs;
+                    self.warnings = warnings;
+                    complete = true;
+                }
+                _ => note.push_str("the last one is used"),
+            }
+            front.push(note);
         }
+        // fio's own messages first, in order.
+        front.extend(
+            self.fio_messages
+                .iter()
+                .take(MAX_FIO_MESSAGES)
+                .map(|(no, m)| format!("fio said (line {no}): {m}")),
+        );
         if self.fio_messages.len() > MAX_FIO_MESSAGES {
-            self.warnings.push(format!(
+            front.push(format!(
                 "... and {} more `fio:` lines",
                 self.fio_messages.len() - MAX_FIO_MESSAGES
             ));
         }
+        self.warnings.splice(0..0, front);
         if self.jobs.is_empty() {
             if self.saw_fio_marker || !self.fio_messages.is_empty() {
                 let said = self
@@ -366,7 +402,7 @@ impl Parser {
                 looks_like: describe(report),
             });
         }
-        if self.run_status_line.is_none() {
+        if !complete {
             self.warnings.push(format!(
                 "the text report ends (line {}) without fio's `Run status group` summary: it \
                  looks cut short; the results are from what is there",

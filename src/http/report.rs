@@ -68,13 +68,10 @@ impl StatusReport {
         r.collectors_down = snapshot
             .collectors
             .iter()
-            .filter(|h| !snapshot.collector_up(h, now))
-            .map(|h| {
-                format!(
-                    "{} ({})",
-                    h.name.as_str(),
-                    h.last_error.as_deref().unwrap_or("no fresh data")
-                )
+            .filter_map(|h| {
+                snapshot
+                    .why_down(h, now)
+                    .map(|why| format!("{} ({why})", h.name.as_str()))
             })
             .collect();
         r.enforcer = view.and_then(|mut v| {

@@ -181,11 +181,7 @@ fn render_status(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
             "Objects Ceph cannot find any copy of, from ceph status.",
             s.unfound_objects,
         ),
-        (
-            "ceph_pg_total",
-            "Placement groups in the cluster.",
-            s.num_pgs,
-        ),
+        ("ceph_pgs", "Placement groups in the cluster.", s.num_pgs),
     ] {
         enc.family(&gauge(name, help));
         enc.sample(&[], value as f64);
@@ -226,9 +222,9 @@ fn render_status(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         enc.sample(&[], v);
     }
     for (name, help, value) in [
-        ("ceph_osd_count", "OSDs in the OSD map.", s.num_osds),
-        ("ceph_osd_up_count", "OSDs that are up.", s.num_up_osds),
-        ("ceph_osd_in_count", "OSDs that are in.", s.num_in_osds),
+        ("ceph_osds", "OSDs in the OSD map.", s.num_osds),
+        ("ceph_osds_up", "OSDs that are up.", s.num_up_osds),
+        ("ceph_osds_in", "OSDs that are in.", s.num_in_osds),
     ] {
         if let Some(v) = value {
             enc.family(&gauge(name, help));

@@ -1,0 +1,378 @@
+//! The enforcer's loop over recorded real cluster states (tests/fixtures), under a paused tokio
+//! clock, with a fake actor recording every command it is asked to run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ceph_recovery_budget::ceph::fake::{FakeClient, Reply};
+use ceph_recovery_budget::collect::{commands, CollectSettings, Collector};
+use ceph_recovery_budget::enforcer::actor::FakeActor;
+use ceph_recovery_budget::enforcer::policy::{BaselineSpec, Mode, Policy};
+use ceph_recovery_budget::enforcer::state::Phase;
+use ceph_recovery_budget::enforcer::{Enforcer, EnforcerState, LogStyle, TokioClock};
+
+const INTERVAL: Duration = Duration::from_secs(15);
+
+fn fixture(path: &str) -> Vec<u8> {
+    let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&full).unwrap_or_else(|e| panic!("fixture {full}: {e}"))
+}
+
+/// Real cluster states: `rebalance` is a recovery with no PG undersized (async recovery off),
+/// `undersized` has 19 PGs undersized, `healthy-idle` is clean.
+#[derive(Clone, Copy, Debug)]
+enum ClusterState {
+    Healthy,
+    Rebalance,
+    Undersized,
+}
+
+impl ClusterState {
+    fn dir(self) -> &'static str {
+        match self {
+            ClusterState::Healthy => "healthy-idle",
+            ClusterState::Rebalance => "rebalance",
+            ClusterState::Undersized => "undersized",
+        }
+    }
+}
+
+/// A fake cluster whose per-OSD write-latency counters grow by `ops` writes per cycle in latency
+/// bucket `bucket` (bucket 7 = 6.4-12.8 ms, 12 = 102.4-204.8 ms), whose OSDs run whatever
+/// profile the actor's config database says.
+struct Cluster {
+    client: FakeClient,
+    actor: FakeActor,
+    counts: [u64; 32],
+    template: serde_json::Value,
+}
+
+impl Cluster {
+    fn new(actor: FakeActor) -> Self {
+        let template: serde_json::Value = serde_json::from_slice(&fixture(
+            "healthy-idle/ceph_tell_osd.0_perf_histogram_dump.json",
+        ))
+        .unwrap();
+        let c = Cluster {
+            client: FakeClient::new(),
+            actor,
+            counts: [0; 32],
+            template,
+        };
+        c.client.set(
+            &commands::osd_config_get("osd_op_queue"),
+            Reply::ok(
+                (0..4)
+                    .map(|i| format!("\nosd.{i}: {{\"osd_op_queue\":\"mclock_scheduler\"}}\n"))
+                    .collect::<String>(),
+            ),
+        );
+        c
+    }
+
+    fn set_state(&mut self, state: ClusterState, slow: bool) {
+        let d = state.dir();
+        self.client.set(
+            &commands::status(),
+            Reply::ok(fixture(&format!("{d}/ceph_status.json"))),
+        );
+        self.client.set(
+            &commands::pools(),
+            Reply::ok(fixture(&format!("{d}/ceph_osd_pool_ls_detail.json"))),
+        );
+        self.client.set(
+            &commands::undersized_pgs(),
+            Reply::ok(fixture(&format!("{d}/ceph_pg_ls_undersized.json"))),
+        );
+        // 200 writes per cycle per OSD: fast ones, or slow ones during a bad recovery.
+        self.counts[if slow { 12 } else { 7 }] += 200;
+        let mut values = vec![vec![0u64; 32]; 32];
+        for (k, n) in self.counts.iter().enumerate() {
+            values[k][5] = *n;
+        }
+        let mut doc = self.template.clone();
+        doc["osd"]["op_w_latency_in_bytes_histogram"]["values"] = serde_json::json!(values);
+        let tell: String = (0..4).map(|i| format!("\nosd.{i}: {doc}\n")).collect();
+        self.client.set(&commands::histograms(), Reply::ok(tell));
+        // The OSDs run what the config database says (default high_client_ops when unset).
+        let profile = self
+            .actor
+            .db
+            .lock()
+            .unwrap()
+            .get("osd_mclock_profile")
+            .cloned()
+            .unwrap_or_else(|| "high_client_ops".into());
+        self.client.set(
+            &commands::osd_config_get("osd_mclock_profile"),
+            Reply::ok(
+                (0..4)
+                    .map(|i| format!("\nosd.{i}: {{\"osd_mclock_profile\":\"{profile}\"}}\n"))
+                    .collect::<String>(),
+            ),
+        );
+    }
+}
+
+fn policy(mode: Mode, state_file: &str) -> Policy {
+    Policy {
+        mode,
+        baseline: BaselineSpec::Fixed(Duration::from_millis(10)),
+        breach_for: Duration::from_secs(60),
+        latency_window: Duration::from_secs(30),
+        settle: Duration::from_secs(60),
+        min_interval: Duration::from_secs(30),
+        verify_after: Duration::from_secs(15),
+        state_file: state_file.into(),
+        ..Policy::default()
+    }
+}
+
+fn temp_state(name: &str) -> String {
+    let p = std::env::temp_dir().join(format!("crb-loop-{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p.display().to_string()
+}
+
+struct Rig {
+    cluster: Cluster,
+    collector: Collector<FakeClient>,
+    enforcer: Enforcer<FakeActor, TokioClock>,
+}
+
+impl Rig {
+    fn new(mode: Mode, state_file: &str, state: EnforcerState) -> Self {
+        Self::new_at(mode, state_file, state, 1.8e9)
+    }
+
+    fn new_at(mode: Mode, state_file: &str, state: EnforcerState, wall: f64) -> Self {
+        let actor = FakeActor::default();
+        actor.set_by_hand("osd_mclock_profile", "balanced");
+        let cluster = Cluster::new(actor.clone());
+        let collector = Collector::new(
+            cluster.client.clone(),
+            CollectSettings {
+                interval: INTERVAL,
+                recovery_window: Duration::from_secs(60),
+                latency_window: Duration::from_secs(30),
+            },
+        );
+        let p = policy(mode, state_file);
+        let enforcer = Enforcer::new(
+            p,
+            actor,
+            TokioClock::starting_at(wall),
+            state,
+            Some(0.010),
+            INTERVAL,
+            LogStyle::Text,
+        );
+        Rig {
+            cluster,
+            collector,
+            enforcer,
+        }
+    }
+
+    /// `cycles` collection cycles in `state`, each followed by an enforcer step.
+    async fn play(&mut self, state: ClusterState, slow: bool, cycles: u32) {
+        for _ in 0..cycles {
+            tokio::time::advance(INTERVAL).await;
+            self.cluster.set_state(state, slow);
+            let snapshot = self.collector.collect_once().await;
+            self.enforcer.step(&snapshot).await;
+        }
+    }
+
+    fn commands(&self) -> Vec<String> {
+        self.cluster.actor.commands()
+    }
+
+    fn events(&self) -> Vec<String> {
+        let shared = self.enforcer.shared();
+        let v = shared.lock().unwrap();
+        v.decisions.iter().map(|d| d.event.clone()).collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_whole_recovery_episode_in_enforce_mode() {
+    let file = temp_state("episode");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+
+    rig.play(ClusterState::Healthy, false, 4).await;
+    assert!(rig.commands().is_empty(), "healthy: nothing to do");
+
+    // Recovery with no PG undersized and slow writes: breach, then throttle after 60 s.
+    rig.play(ClusterState::Rebalance, true, 3).await;
+    assert!(
+        rig.commands().is_empty(),
+        "breach younger than `for`: {:?}",
+        rig.commands()
+    );
+    rig.play(ClusterState::Rebalance, true, 3).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Throttled);
+    // The state file knows the operator's original before anything else happens.
+    let saved = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    assert_eq!(
+        saved.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+
+    // Redundancy at risk: suspend, recovery first.
+    rig.play(ClusterState::Undersized, true, 3).await;
+    assert_eq!(
+        rig.commands().last().unwrap(),
+        "config set osd osd_mclock_profile high_recovery_ops"
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Suspended);
+
+    // Redundancy back, recovery continues: the bound applies again (resume, then throttle again).
+    rig.play(ClusterState::Rebalance, true, 8).await;
+    let cmds = rig.commands();
+    assert_eq!(
+        cmds[2], "config set osd osd_mclock_profile balanced",
+        "{cmds:?}"
+    );
+    assert_eq!(
+        cmds.last().unwrap(),
+        "config set osd osd_mclock_profile high_client_ops",
+        "{cmds:?}"
+    );
+
+    // Recovery done: after the settle time, exactly the original comes back.
+    rig.play(ClusterState::Healthy, false, 6).await;
+    let cmds = rig.commands();
+    assert_eq!(
+        cmds,
+        [
+            "config set osd osd_mclock_profile high_client_ops",
+            "config set osd osd_mclock_profile high_recovery_ops",
+            "config set osd osd_mclock_profile balanced",
+            "config set osd osd_mclock_profile high_client_ops",
+            "config set osd osd_mclock_profile balanced",
+        ]
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Idle);
+    let events = rig.events();
+    for e in [
+        "RECOVERY_STARTED",
+        "BREACH",
+        "THROTTLE",
+        "VERIFIED",
+        "SUSPEND",
+        "RESUME",
+        "RECOVERY_FINISHED",
+        "RESTORE",
+    ] {
+        assert!(events.iter().any(|x| x == e), "{e} missing from {events:?}");
+    }
+    // The throttle did not bring p99 down (the writes stayed slow): said plainly.
+    assert!(events.iter().any(|x| x == "NO_EFFECT"), "{events:?}");
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_in_the_middle_of_recovery_still_restores_the_original() {
+    let file = temp_state("restart");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    let db = rig.cluster.actor.db.clone();
+    drop(rig);
+
+    // A new process: state from the file, the cluster's config as the old one left it.
+    let state = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    // The wall clock went on while the process was down.
+    let mut rig = Rig::new_at(Mode::Enforce, &file, state, 1.8e9 + 600.0);
+    *rig.cluster.actor.db.lock().unwrap() = db.lock().unwrap().clone();
+    rig.play(ClusterState::Healthy, false, 6).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile balanced"]
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_mode_changes_nothing_but_says_what_it_would_do() {
+    let file = temp_state("observe");
+    let mut rig = Rig::new(Mode::Observe, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    rig.play(ClusterState::Healthy, false, 6).await;
+    assert!(rig.commands().is_empty(), "{:?}", rig.commands());
+    let shared = rig.enforcer.shared();
+    let v = shared.lock().unwrap();
+    let would: Vec<&str> = v
+        .decisions
+        .iter()
+        .filter(|d| !d.performed && d.message.starts_with("(observe mode) would"))
+        .map(|d| d.event.as_str())
+        .collect();
+    assert_eq!(would, ["THROTTLE", "RESTORE"]);
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_config_set_is_retried_with_backoff_and_counted() {
+    let file = temp_state("fail");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.cluster
+        .actor
+        .fail_next
+        .store(2, std::sync::atomic::Ordering::SeqCst);
+    rig.play(ClusterState::Undersized, true, 1).await;
+    rig.play(ClusterState::Undersized, true, 1).await;
+    rig.play(ClusterState::Undersized, true, 1).await;
+    rig.play(ClusterState::Undersized, true, 2).await;
+    let cmds = rig.commands();
+    // Attempt at 15 s fails, retry after 10 s (at 30 s) fails, next after 20 s (at 60 s) succeeds.
+    assert_eq!(cmds.len(), 3, "{cmds:?}");
+    let shared = rig.enforcer.shared();
+    let v = shared.lock().unwrap();
+    assert_eq!(v.action_failures_total, 2);
+    assert_eq!(
+        v.decisions
+            .iter()
+            .filter(|d| d.event == "ACTION_FAILED")
+            .count(),
+        2
+    );
+    assert_eq!(v.phase, Phase::Suspended);
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_run_loop_holds_when_snapshots_stop_arriving() {
+    let file = temp_state("hold");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.cluster.set_state(ClusterState::Undersized, true);
+    let snapshot = rig.collector.collect_once().await;
+    let (tx, rx) = tokio::sync::watch::channel(Arc::new(snapshot));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let shared = rig.enforcer.shared();
+    let actor = rig.cluster.actor.clone();
+    let task = tokio::spawn(rig.enforcer.run(rx, stop_rx));
+    tx.send_modify(|_| {});
+    // No new snapshot for a minute: the data is older than 3 intervals.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    {
+        let v = shared.lock().unwrap();
+        assert_eq!(v.phase, Phase::Holding, "{:?}", v.decisions);
+    }
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    // It acted once on fresh data (suspend), then held.
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_recovery_ops"]
+    );
+    let _ = std::fs::remove_file(&file);
+}
