@@ -343,6 +343,8 @@ pub struct Collector<C> {
     recovery: RecoveryWindow,
     latency: LatencyWindow,
     current: Snapshot,
+    /// OSDs that did not answer `tell` in the last cycle (to log changes only).
+    silent_osds: Vec<String>,
 }
 
 impl<C: Client> Collector<C> {
@@ -351,6 +353,7 @@ impl<C: Client> Collector<C> {
             recovery: RecoveryWindow::new(settings.recovery_window),
             latency: LatencyWindow::new(settings.latency_window),
             current: Snapshot::empty(settings.interval),
+            silent_osds: Vec::new(),
             client,
             settings,
         }
@@ -453,8 +456,15 @@ impl<C: Client> Collector<C> {
 
         let result = hist.map(|(per_osd, missing)| {
             let now = Instant::now();
-            if !missing.is_empty() {
-                tracing::warn!(osds = ?missing.keys().collect::<Vec<_>>(), "some OSDs did not report their latency histogram");
+            // Said when the set of silent OSDs changes, not every cycle.
+            let now_missing: Vec<String> = missing.keys().cloned().collect();
+            if now_missing != self.silent_osds {
+                if now_missing.is_empty() {
+                    tracing::info!("every OSD reports its latency histogram again");
+                } else {
+                    tracing::warn!(osds = ?now_missing, reasons = ?missing, "some OSDs did not report their latency histogram (down?)");
+                }
+                self.silent_osds = now_missing;
             }
             self.latency.push(now.into_std(), per_osd.clone());
             let quantiles = match self.latency.increase() {

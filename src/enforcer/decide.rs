@@ -597,7 +597,9 @@ fn check_applied(
             }
         }
     }
+    // Nothing was set in observe mode: there is no effect to measure.
     if applied.kind == ActionKind::Throttle
+        && !applied.simulated
         && applied.effective.is_none()
         && age >= policy.latency_window.as_secs_f64()
     {

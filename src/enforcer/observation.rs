@@ -54,9 +54,13 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// Recovery is active while objects are degraded or misplaced or PGs recover/backfill.
+    /// Recovery is active while objects are degraded or misplaced, PGs recover or backfill, or
+    /// PGs are undersized (redundancy is not back yet, even before any object is degraded).
     pub fn recovery_active(&self) -> bool {
-        self.degraded_objects > 0 || self.misplaced_objects > 0 || self.pgs_recovering > 0
+        self.degraded_objects > 0
+            || self.misplaced_objects > 0
+            || self.pgs_recovering > 0
+            || self.undersized_pgs > 0
     }
 
     /// An empty, usable observation (for tests and tables).

@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+#
+# ceph-recovery-budget: the exporter (and enforcer) with the `ceph` CLI it runs.
+#
+# Build (from the repository root):
+#   docker build -t ceph-recovery-budget:0.1.0 .
+# Run (ceph.conf, the keyring and the config mounted read-only; see README "Container image"):
+#   docker run -d --name ceph-recovery-budget -p 9939:9939 \
+#     -v /etc/ceph/ceph.conf:/etc/ceph/ceph.conf:ro \
+#     -v /etc/ceph/ceph.client.recovery-budget.keyring:/etc/ceph/keyring:ro \
+#     -v /etc/ceph-recovery-budget/config.yml:/etc/ceph-recovery-budget/config.yml:ro \
+#     ceph-recovery-budget:0.1.0
+#
+# Base images are pinned by version tag (Rust = the crate's rust-version, Debian 12 point
+# release). To pin by digest as well, resolve the tags where you build and append @sha256:...:
+#   docker buildx imagetools inspect rust:1.89-slim-bookworm
+#   docker buildx imagetools inspect debian:12.12-slim
+
+FROM rust:1.89-slim-bookworm AS builder
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+# Cargo.toml declares a bench target: cargo wants its file even for a plain build.
+COPY benches ./benches
+RUN cargo build --release --locked --bin ceph-recovery-budget \
+    && strip target/release/ceph-recovery-budget
+
+FROM debian:12.12-slim
+# ceph-common: the `ceph` CLI the exporter runs (Debian 12 ships Ceph 16.2). It also brings
+# python3, which the HEALTHCHECK uses (the image has no curl or wget).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ceph-common \
+    && rm -rf /var/lib/apt/lists/*
+# Non-root: uid/gid 10001. The keyring must be readable by it (mode 0440, group 10001).
+RUN groupadd --system --gid 10001 crb \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home \
+       --home-dir /var/lib/ceph-recovery-budget --shell /usr/sbin/nologin crb \
+    && mkdir -p /var/lib/ceph-recovery-budget /etc/ceph-recovery-budget \
+    && chown 10001:10001 /var/lib/ceph-recovery-budget
+COPY --from=builder /src/target/release/ceph-recovery-budget /usr/local/bin/ceph-recovery-budget
+# Default config (observe mode, /etc/ceph/ceph.conf + /etc/ceph/keyring as
+# client.recovery-budget); mount your own over it read-only.
+COPY deploy/config.yml /etc/ceph-recovery-budget/config.yml
+ENV CEPH_RECOVERY_BUDGET_CONFIG=/etc/ceph-recovery-budget/config.yml
+# The enforcer's state file (the operator's original settings): keep it on a volume.
+VOLUME ["/var/lib/ceph-recovery-budget"]
+USER 10001:10001
+EXPOSE 9939
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9939/-/healthy', timeout=4)"]
+ENTRYPOINT ["/usr/local/bin/ceph-recovery-budget"]
+CMD ["serve"]
