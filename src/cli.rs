@@ -64,6 +64,22 @@ pub struct StatusArgs {
     pub format: StatusFormat,
 }
 
+fn parse_levers(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not KEY=VALUE (e.g. osd_max_backfills=1,osd_recovery_sleep_hdd=0.1)"))?;
+            let (k, v) = (k.trim(), v.trim());
+            if !k.starts_with("osd_") || v.is_empty() {
+                return Err(format!("{pair:?}: expected an osd_* option and a value"));
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
 /// A minimal HTTP/1.0 GET for `status` (plain http only: serve has no TLS).
 pub fn http_get(url: &str, path: &str) -> anyhow::Result<String> {
     use anyhow::Context;
@@ -242,6 +258,17 @@ pub struct EnforcerArgs {
         value_name = "N"
     )]
     pub max_changes_per_hour: Option<u32>,
+    /// Settings used instead of a profile when the OSDs do not run mClock, as KEY=VALUE,...
+    /// [default: osd_max_backfills=1,osd_recovery_sleep_hdd=0.1]
+    #[arg(id = "enforcer.wpq-levers", long = "enforcer.wpq-levers", value_name = "KEY=VALUE,...", value_parser = parse_levers)]
+    pub wpq_levers: Option<std::collections::BTreeMap<String, String>>,
+    /// How long OSDs get to take a profile before one that did not is reported [default: 30s]
+    #[arg(
+        id = "enforcer.verify-after",
+        long = "enforcer.verify-after",
+        value_name = "DURATION"
+    )]
+    pub verify_after: Option<HumanDuration>,
     /// Where the enforcer keeps the operator's original settings (written atomically)
     /// [default: /var/lib/ceph-recovery-budget/enforcer-state.json]
     #[arg(
@@ -281,6 +308,8 @@ impl ServeArgs {
                 min_interval: self.enforcer.min_interval,
                 max_changes_per_hour: self.enforcer.max_changes_per_hour,
                 state_file: self.enforcer.state_file.clone(),
+                wpq_levers: self.enforcer.wpq_levers.clone(),
+                verify_after: self.enforcer.verify_after,
             },
         }
     }

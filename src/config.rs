@@ -257,6 +257,8 @@ pub struct EnforcerOverrides {
     pub min_interval: Option<HumanDuration>,
     pub max_changes_per_hour: Option<u32>,
     pub state_file: Option<PathBuf>,
+    pub wpq_levers: Option<BTreeMap<String, String>>,
+    pub verify_after: Option<HumanDuration>,
 }
 
 /// Validated settings of `serve`.
@@ -524,8 +526,8 @@ fn resolve_policy(
         d.min_interval,
     );
     let (verify_after, _) = dur(
-        None,
-        "",
+        flags.verify_after.as_ref(),
+        "--enforcer.verify-after",
         file.verify_after.as_ref(),
         "enforcer.verify_after",
         d.verify_after,
@@ -603,7 +605,11 @@ fn resolve_policy(
             ),
         ));
     }
-    let wpq_levers = file.wpq_levers.clone().unwrap_or(d.wpq_levers.clone());
+    let wpq_levers = flags
+        .wpq_levers
+        .clone()
+        .or_else(|| file.wpq_levers.clone())
+        .unwrap_or(d.wpq_levers.clone());
     if wpq_levers.is_empty() {
         return Err(ConfigError::Invalid {
             origin: format!("{}: enforcer.wpq_levers", path.display()),

@@ -38,7 +38,7 @@ impl ClusterState {
 }
 
 /// A fake cluster whose per-OSD write-latency counters grow by `ops` writes per cycle in latency
-/// bucket `bucket` (bucket 7 = 6.4-12.8 ms, 12 = 102.4-204.8 ms), whose OSDs run whatever
+/// bucket `bucket` (raw bucket 7 = 3.2-6.4 ms, 12 = 102.4-204.8 ms), whose OSDs run whatever
 /// profile the actor's config database says.
 struct Cluster {
     client: FakeClient,
@@ -146,6 +146,10 @@ impl Rig {
     }
 
     fn new_at(mode: Mode, state_file: &str, state: EnforcerState, wall: f64) -> Self {
+        Self::with_policy(policy(mode, state_file), state, wall, Some(0.010))
+    }
+
+    fn with_policy(p: Policy, state: EnforcerState, wall: f64, fixed: Option<f64>) -> Self {
         let actor = FakeActor::default();
         actor.set_by_hand("osd_mclock_profile", "balanced");
         let cluster = Cluster::new(actor.clone());
@@ -157,13 +161,12 @@ impl Rig {
                 latency_window: Duration::from_secs(30),
             },
         );
-        let p = policy(mode, state_file);
         let enforcer = Enforcer::new(
             p,
             actor,
             TokioClock::starting_at(wall),
             state,
-            Some(0.010),
+            fixed,
             INTERVAL,
             LogStyle::Text,
         );
@@ -373,6 +376,40 @@ async fn the_run_loop_holds_when_snapshots_stop_arriving() {
     assert_eq!(
         actor.commands(),
         ["config set osd osd_mclock_profile high_recovery_ops"]
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_learned_baseline_comes_from_writes_without_recovery_and_survives_a_restart() {
+    let file = temp_state("learned");
+    let mut p = policy(Mode::Enforce, &file);
+    p.baseline = BaselineSpec::Learned;
+    p.learn_window = Duration::from_secs(60);
+    let mut rig = Rig::with_policy(p.clone(), EnforcerState::default(), 1.8e9, None);
+    // Slow writes during a recovery are never learned, and without a baseline nothing is throttled.
+    rig.play(ClusterState::Rebalance, true, 8).await;
+    assert!(rig.commands().is_empty());
+    assert!(rig.enforcer.state().learned.is_none());
+    assert!(rig.events().iter().any(|e| e == "NO_BASELINE"));
+    // A minute of fast writes without recovery: p99 within 3.2-6.4 ms is learned.
+    rig.play(ClusterState::Healthy, false, 6).await;
+    let learned = rig
+        .enforcer
+        .state()
+        .learned
+        .expect("learned baseline")
+        .p99_seconds;
+    assert!((0.0032..=0.0064).contains(&learned), "{learned}");
+    drop(rig);
+    // A restart keeps it; the next bad recovery is throttled against it.
+    let state = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    assert_eq!(state.learned.map(|l| l.p99_seconds), Some(learned));
+    let mut rig = Rig::with_policy(p, state, 1.8e9 + 600.0, None);
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
     );
     let _ = std::fs::remove_file(&file);
 }

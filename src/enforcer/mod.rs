@@ -251,6 +251,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     pub async fn step(&mut self, snapshot: &Snapshot) {
         let mono = tokio::time::Instant::now();
         let now = self.clock.now();
+        // What is on disk now; observing may already change it (a learned baseline).
+        let initial = self.state.clone();
         let mut obs = self.observe(snapshot, mono, now);
         if obs.stale.is_none() && (obs.recovery_active() || self.state.applied.is_some()) {
             match self.actor.configured(&self.lever_keys()).await {
@@ -320,7 +322,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 now,
             );
         }
-        if !self.state.persistent_eq(&before) {
+        if !self.state.persistent_eq(&initial) {
             self.persist("after the cycle");
         }
         if let Ok(mut v) = self.shared.lock() {

@@ -131,16 +131,18 @@ impl StatusReport {
         }
         match (self.degraded_objects, self.misplaced_objects) {
             (Some(d), Some(m)) if d + m > 0 => {
-                let rate = self.recovery_objects_per_second.unwrap_or(0.0);
-                let eta = if rate > 0.0 {
-                    format!(
-                        ", about {} to finish at this rate",
-                        fmt_secs((d + m) as f64 / rate)
-                    )
-                } else {
-                    String::new()
+                let ceph = self.recovery_objects_per_second_ceph.unwrap_or(0.0);
+                let rate = match self.recovery_objects_per_second {
+                    Some(r) if r > 0.0 => format!(
+                        "{r:.0} obj/s, about {} to finish at this rate",
+                        fmt_secs((d + m) as f64 / r)
+                    ),
+                    Some(_) => "no progress over the recovery window".to_string(),
+                    None => "rate not measured yet".to_string(),
                 };
-                out.push(format!("recovery: {d} degraded + {m} misplaced objects, {rate:.0} obj/s (Ceph says {:.0} obj/s){eta}", self.recovery_objects_per_second_ceph.unwrap_or(0.0)));
+                out.push(format!(
+                    "recovery: {d} degraded + {m} misplaced objects, {rate} (Ceph says {ceph:.0} obj/s)"
+                ));
             }
             (Some(_), Some(_)) => {
                 out.push("recovery: none (no degraded or misplaced objects)".to_string())
