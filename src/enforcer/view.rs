@@ -18,6 +18,10 @@ pub struct EnforcerView {
     pub phase: Phase,
     pub baseline_seconds: Option<f64>,
     pub baseline_source: String,
+    /// Why there is no baseline yet, when there is none.
+    pub baseline_note: Option<String>,
+    /// Observe mode: `applied` was never really set.
+    pub applied_simulated: bool,
     pub multiplier: f64,
     pub bound_seconds: Option<f64>,
     pub p99_seconds: Option<f64>,
@@ -55,6 +59,8 @@ impl EnforcerView {
             phase: Phase::Idle,
             baseline_seconds: None,
             baseline_source: policy.baseline.to_string(),
+            baseline_note: None,
+            applied_simulated: false,
             multiplier: policy.multiplier,
             bound_seconds: None,
             p99_seconds: None,
@@ -109,6 +115,11 @@ impl EnforcerView {
     pub fn update(&mut self, policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) {
         self.update_mode_only(policy, state);
         self.baseline_seconds = obs.baseline;
+        self.baseline_note = obs
+            .baseline
+            .is_none()
+            .then(|| obs.baseline_note.clone())
+            .flatten();
         self.bound_seconds = obs.baseline.map(|b| b * policy.multiplier);
         self.p99_seconds = obs.p99;
         self.breached = state.breach_since.is_some();

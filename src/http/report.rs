@@ -105,12 +105,6 @@ impl StatusReport {
             None => out.push("enforcer: off".to_string()),
         }
         if e.is_some() {
-            let bound = get_f("bound_seconds")
-                .map(fmt_ms)
-                .unwrap_or_else(|| "unknown".into());
-            let base = get_f("baseline_seconds")
-                .map(fmt_ms)
-                .unwrap_or_else(|| "unknown".into());
             let p99 = get_f("p99_seconds")
                 .map(fmt_ms)
                 .unwrap_or_else(|| "no writes".into());
@@ -119,9 +113,16 @@ impl StatusReport {
                 .filter(|s| *s > 0.0)
                 .map(|s| format!(", ABOVE the bound for {}", fmt_secs(s)))
                 .unwrap_or_default();
-            out.push(format!(
-                "latency: client p99 write {p99}, bound {bound} ({mult} x baseline {base}){breach}"
-            ));
+            let bound = match (get_f("bound_seconds"), get_f("baseline_seconds")) {
+                (Some(b), Some(base)) => {
+                    format!("bound {} ({mult} x baseline {})", fmt_ms(b), fmt_ms(base))
+                }
+                _ => format!(
+                    "no bound yet: {}",
+                    get_s("baseline_note").unwrap_or_else(|| "baseline unknown".into())
+                ),
+            };
+            out.push(format!("latency: client p99 write {p99}, {bound}{breach}"));
         } else if let Some((_, p99)) = self
             .write_latency_seconds
             .iter()
@@ -178,7 +179,18 @@ impl StatusReport {
                 .iter()
                 .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
                 .collect();
-            out.push(format!("set by the enforcer: {}", set.join(", ")));
+            let simulated = e
+                .and_then(|v| v.get("applied_simulated"))
+                .and_then(|b| b.as_bool())
+                .unwrap_or(false);
+            if simulated {
+                out.push(format!(
+                    "observe mode, would have set: {} (nothing changed on the cluster)",
+                    set.join(", ")
+                ));
+            } else {
+                out.push(format!("set by the enforcer: {}", set.join(", ")));
+            }
         }
         if !self.collectors_down.is_empty() {
             out.push(format!(
@@ -205,5 +217,30 @@ impl StatusReport {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observe_mode_and_a_missing_baseline_are_said_plainly() {
+        let r = StatusReport {
+            degraded_objects: Some(0),
+            misplaced_objects: Some(0),
+            enforcer: Some(serde_json::json!({
+                "mode": "observe", "phase": "suspended", "multiplier": 2.0,
+                "baseline_note": "baseline is learned from 1h0m0s of client writes without recovery and none has been measured yet",
+                "applied": {"osd_mclock_profile": "high_recovery_ops"}, "applied_simulated": true,
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(text.contains("latency: client p99 write no writes, no bound yet: baseline is learned from 1h0m0s"), "{text}");
+        assert!(text.contains("observe mode, would have set: osd_mclock_profile=high_recovery_ops (nothing changed on the cluster)"), "{text}");
+        assert!(!text.contains("set by the enforcer"), "{text}");
+        assert!(text.contains("recovery: none"), "{text}");
     }
 }
