@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use ceph_recovery_budget::ceph::fake::{FakeClient, Reply};
 use ceph_recovery_budget::ceph::parse::{histogram, pgs, pools, status, tell};
+use ceph_recovery_budget::collect::safety::pool_safety;
 use ceph_recovery_budget::collect::{commands, CollectSettings, Collector, Snapshot};
 use ceph_recovery_budget::metrics::{encode::Format, render};
 use criterion::{
@@ -197,7 +198,7 @@ fn parse_pools(c: &mut Criterion) {
     let templates = pool_templates();
     let mut g = c.benchmark_group("parse_pools");
     g.sample_size(20);
-    for n in [10usize, 1_000] {
+    for n in [10usize, 100, 1_000] {
         let input = pool_ls(&templates, n);
         let parsed = pools::parse(&input).expect("synthetic pool ls parses");
         assert_eq!(parsed.len(), n);
@@ -303,16 +304,17 @@ fn render_group(
     c: &mut Criterion,
     group: &str,
     cases: &[(usize, usize, usize)],
+    with_safety: bool,
     per: impl Fn(usize, usize, usize) -> (String, u64),
 ) {
     let mut g = c.benchmark_group(group);
-    for &(osds, pools, pgs) in cases {
-        let snap = snapshot(osds, pools, pgs);
+    for &(osds, pools, pgs_n) in cases {
+        let snap = snapshot(osds, pools, pgs_n);
         // Every family must be fresh for the whole run, however long it takes: render "as of"
         // the end of the collection instead of the wall clock (data older than three intervals
         // is dropped from the output, which would make a slow run look fast).
         let now = snap.taken_at;
-        let (id, elements) = per(osds, pools, pgs);
+        let (id, elements) = per(osds, pools, pgs_n);
         for (name, format) in [
             ("text", Format::Text004),
             ("openmetrics", Format::OpenMetrics100),
@@ -326,7 +328,7 @@ fn render_group(
                 series(&text)
             );
         }
-        let big = osds >= 10_000 || pgs >= 100_000;
+        let big = osds >= 10_000 || pgs_n >= 100_000;
         if big {
             g.sampling_mode(SamplingMode::Flat).sample_size(20);
         } else {
@@ -341,6 +343,15 @@ fn render_group(
                 b.iter(|| render(black_box(snap), now, format))
             });
         }
+        if with_safety {
+            // The part of the render that joins pools and undersized PGs, alone.
+            let pools = &snap.pools.as_ref().expect("pools collected").value;
+            let pgs = &snap.undersized_pgs.as_ref().expect("PGs listed").value;
+            assert_eq!(pgs.len(), pgs_n);
+            g.bench_function(BenchmarkId::new("pool_safety", &id), |b| {
+                b.iter(|| pool_safety(black_box(pools), black_box(pgs)))
+            });
+        }
     }
     g.finish();
 }
@@ -351,12 +362,14 @@ fn render_osds(c: &mut Criterion) {
         c,
         "render_osds",
         &[(10, 10, 100), (1_000, 10, 100), (10_000, 10, 100)],
+        false,
         |osds, _, _| (osds.to_string(), osds as u64),
     );
 }
 
 /// `/metrics` by undersized PG count and pool count (10 OSDs): elements are PGs. The per-pool
-/// PG tally walks every undersized PG once per pool.
+/// PG tally (`collect::safety::pool_safety`, run on every scrape) walks every undersized PG
+/// once per pool, so this cost is pools x PGs; `pool_safety` is benched alone to show it.
 fn render_pgs(c: &mut Criterion) {
     render_group(
         c,
@@ -367,6 +380,7 @@ fn render_pgs(c: &mut Criterion) {
             (10, 1_000, 10_000),
             (10, 1_000, 100_000),
         ],
+        true,
         |_, pools, pgs| (format!("{pools}pools/{pgs}pgs"), pgs as u64),
     );
 }

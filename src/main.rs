@@ -45,25 +45,25 @@ fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
     if let BaselineSpec::Fio(path) = &settings.policy.baseline {
         fio_baseline(path)?;
     }
-    println!("{}: OK", args.file.display());
     let p = &settings.policy;
-    println!(
-        "  listen {} path {}",
+    let mut out = format!("{}: OK\n", args.file.display());
+    out += &format!(
+        "  listen {} path {}\n",
         settings.listen_address, settings.telemetry_path
     );
-    println!(
-        "  ceph command: {} (timeout {})",
+    out += &format!(
+        "  ceph command: {} (timeout {})\n",
         settings.ceph.command.join(" "),
         humantime::format_duration(settings.ceph.timeout)
     );
-    println!(
-        "  collect every {}, recovery window {}, latency window {}",
+    out += &format!(
+        "  collect every {}, recovery window {}, latency window {}\n",
         humantime::format_duration(settings.collect_interval),
         humantime::format_duration(settings.recovery_window),
         humantime::format_duration(settings.latency_window)
     );
-    println!(
-        "  enforcer {}: baseline {}, bound {} x baseline, act after {} above it, suspend when {}, throttle {}, suspend {}, settle {}, at most {} changes/h {} apart, state file {}",
+    out += &format!(
+        "  enforcer {}: baseline {}, bound {} x baseline, act after {} above it, suspend when {}, throttle {}, suspend {}, settle {}, at most {} changes/h {} apart, state file {}\n",
         p.mode.as_str(),
         p.baseline,
         p.multiplier,
@@ -76,6 +76,7 @@ fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
         humantime::format_duration(p.min_interval),
         p.state_file.display()
     );
+    print_out(&out);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -104,7 +105,7 @@ fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let body = ceph_recovery_budget::cli::http_get(&args.url, "/api/status")?;
     if args.format == ceph_recovery_budget::cli::StatusFormat::Json {
-        println!("{body}");
+        print_out(&format!("{body}\n"));
         return Ok(ExitCode::SUCCESS);
     }
     let report: http::report::StatusReport = serde_json::from_str(&body).with_context(|| {
@@ -113,10 +114,14 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             args.url
         )
     })?;
-    for line in report.lines() {
-        println!("{line}");
-    }
+    print_out(&(report.lines().join("\n") + "\n"));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
 fn init_logging(settings: &Settings) {

@@ -362,32 +362,33 @@ fn lab_fixture(name: &str) -> Reply {
     }
 }
 
+/// A fake cluster answering every collector command with the lab's recorded outputs of `state`.
+fn lab_cluster(state: &str) -> FakeClient {
+    let c = FakeClient::new();
+    for (cmd, name) in [
+        (commands::status(), "status"),
+        (commands::pools(), "osd-pool-ls-detail"),
+        (commands::undersized_pgs(), "pg-ls-undersized"),
+        (commands::histograms(), "tell-osd-all-perf-histogram-dump"),
+        (
+            commands::osd_config_get("osd_op_queue"),
+            "tell-osd-all-config-get-osd_op_queue",
+        ),
+        (
+            commands::osd_config_get("osd_mclock_profile"),
+            "tell-osd-all-config-get-osd_mclock_profile",
+        ),
+    ] {
+        c.set(&cmd, lab_fixture(&format!("{state}.{name}")));
+    }
+    c
+}
+
 /// The real lab outputs with osd.3 stopped (noout): `tell osd.*` exits 6 but the other three
 /// OSDs answer, and `pg ls undersized` lists the PGs at min_size.
 #[tokio::test(start_paused = true)]
 async fn real_outputs_with_one_osd_down() {
-    let c = FakeClient::new();
-    c.set(&commands::status(), lab_fixture("osd3-down.status"));
-    c.set(
-        &commands::pools(),
-        lab_fixture("osd3-down.osd-pool-ls-detail"),
-    );
-    c.set(
-        &commands::undersized_pgs(),
-        lab_fixture("osd3-down.pg-ls-undersized"),
-    );
-    c.set(
-        &commands::histograms(),
-        lab_fixture("osd3-down.tell-osd-all-perf-histogram-dump"),
-    );
-    c.set(
-        &commands::osd_config_get("osd_op_queue"),
-        lab_fixture("osd3-down.tell-osd-all-config-get-osd_op_queue"),
-    );
-    c.set(
-        &commands::osd_config_get("osd_mclock_profile"),
-        lab_fixture("osd3-down.tell-osd-all-config-get-osd_mclock_profile"),
-    );
+    let c = lab_cluster("osd3-down");
     let mut col = Collector::new(c, settings());
     let s = col.collect_once().await;
     let text = render(&s);
@@ -431,28 +432,7 @@ async fn real_outputs_with_one_osd_down() {
 
 #[tokio::test(start_paused = true)]
 async fn real_healthy_outputs_of_the_lab() {
-    let c = FakeClient::new();
-    c.set(&commands::status(), lab_fixture("healthy.status"));
-    c.set(
-        &commands::pools(),
-        lab_fixture("healthy.osd-pool-ls-detail"),
-    );
-    c.set(
-        &commands::undersized_pgs(),
-        lab_fixture("healthy.pg-ls-undersized"),
-    );
-    c.set(
-        &commands::histograms(),
-        lab_fixture("healthy.tell-osd-all-perf-histogram-dump"),
-    );
-    c.set(
-        &commands::osd_config_get("osd_op_queue"),
-        lab_fixture("healthy.tell-osd-all-config-get-osd_op_queue"),
-    );
-    c.set(
-        &commands::osd_config_get("osd_mclock_profile"),
-        lab_fixture("healthy.tell-osd-all-config-get-osd_mclock_profile"),
-    );
+    let c = lab_cluster("healthy");
     let mut col = Collector::new(c, settings());
     let text = render(&col.collect_once().await);
     for osd in 0..4 {
@@ -476,4 +456,46 @@ fn a_slow_cluster_stretches_the_staleness_limit_to_three_cycles() {
     // Each cycle took 5 s (CLI calls under load): data is not stale between two cycles.
     s.cycle_duration = Duration::from_secs(5);
     assert_eq!(s.max_age(), Duration::from_secs(15));
+}
+
+#[test]
+fn every_error_reason_is_published_from_the_start() {
+    let errors = [
+        CollectError::Ceph(CephError::Spawn {
+            program: "ceph".into(),
+            source: std::io::Error::other("x"),
+        }),
+        CollectError::Ceph(CephError::Timeout {
+            command: "c".into(),
+            timeout: Duration::from_secs(1),
+        }),
+        CollectError::Ceph(CephError::Failed {
+            command: "c".into(),
+            code: Some(22),
+            stderr: String::new(),
+        }),
+        CollectError::Ceph(CephError::Io {
+            command: "c".into(),
+            source: std::io::Error::other("x"),
+        }),
+        CollectError::Parse {
+            command: "c".into(),
+            source: crate::ceph::parse::ParseError::Empty,
+        },
+        CollectError::NoDaemonAnswered {
+            command: "c".into(),
+            detail: String::new(),
+        },
+    ];
+    for e in errors {
+        assert!(
+            crate::metrics::ERROR_REASONS.contains(&e.reason()),
+            "{}",
+            e.reason()
+        );
+    }
+    let text = render(&Snapshot::empty(Duration::from_secs(15)));
+    assert!(text.contains(
+        "ceph_recovery_budget_collector_errors_total{collector=\"latency\",reason=\"timeout\"} 0"
+    ));
 }

@@ -12,6 +12,28 @@ use super::state::{ActionKind, EnforcerState, Phase, Time};
 
 pub const KEEP_DECISIONS: usize = 200;
 
+/// Events besides the actions, published at 0 from the start so that `increase()` sees the first.
+pub const EVENTS: [&str; 18] = [
+    "ACTION_FAILED",
+    "BREACH",
+    "BREACH_ENDED",
+    "EFFECTIVE",
+    "HOLD",
+    "HOLD_ENDED",
+    "NOT_TAKEN",
+    "NOTHING_TO_DO",
+    "NO_BASELINE",
+    "NO_EFFECT",
+    "NO_LEVER",
+    "OVERRIDE",
+    "OVERRIDE_ENDED",
+    "RATE_LIMITED",
+    "RECOVERY_FINISHED",
+    "RECOVERY_STARTED",
+    "SUSPENDED",
+    "VERIFIED",
+];
+
 #[derive(Debug, Clone, Serialize)]
 pub struct EnforcerView {
     pub mode: Mode,
@@ -85,7 +107,9 @@ impl EnforcerView {
             next_change_allowed_in_seconds: 0.0,
             decisions_total: ActionKind::ALL
                 .iter()
-                .map(|k| (k.as_str().to_string(), 0))
+                .map(|k| k.as_str())
+                .chain(EVENTS)
+                .map(|e| (e.to_string(), 0))
                 .collect(),
             action_failures_total: 0,
             updated_at: None,
@@ -154,5 +178,29 @@ impl EnforcerView {
             .and_then(|a| a.effective);
         self.next_change_allowed_in_seconds = limit_wait(policy, state, now);
         self.updated_at = Some(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_the_enforcer_logs_is_published_from_the_start() {
+        let sources = [include_str!("decide.rs"), include_str!("mod.rs")];
+        let view = EnforcerView::new(&Policy::default());
+        for src in sources {
+            for part in src
+                .split("record(\"")
+                .skip(1)
+                .chain(src.split("rec.event = \"").skip(1))
+            {
+                let name: String = part.chars().take_while(|c| *c != '"').collect();
+                assert!(
+                    view.decisions_total.contains_key(&name),
+                    "event {name} is not pre-created in EVENTS"
+                );
+            }
+        }
     }
 }

@@ -35,6 +35,16 @@ pub const PG_STATES: [&str; 14] = [
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Every `reason` of `ceph_recovery_budget_collector_errors_total` (see `CollectError::reason`).
+pub const ERROR_REASONS: [&str; 6] = [
+    "spawn",
+    "timeout",
+    "exit_status",
+    "io",
+    "parse",
+    "no_daemon_answered",
+];
+
 fn gauge<'a>(name: &'a str, help: &'a str) -> Family<'a> {
     Family {
         name,
@@ -388,10 +398,12 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         unit: None,
     });
     for h in &snapshot.collectors {
-        for (reason, n) in &h.errors_total {
+        // Every reason from the start at 0, so that increase() sees the first failure.
+        for reason in ERROR_REASONS {
+            let n = h.errors_total.get(reason).copied().unwrap_or(0);
             enc.sample(
                 &[("collector", h.name.as_str()), ("reason", reason)],
-                *n as f64,
+                n as f64,
             );
         }
     }
