@@ -35,6 +35,12 @@ ceph-recovery-budget serve --config.file /etc/ceph-recovery-budget.yml --web.lis
     )]
     Serve(Box<ServeArgs>),
     /// Validate a config file and print the resulting settings; exit 1 on errors.
+    #[command(
+        long_about = "Reads a YAML config file as `serve --config.file` would, checks every value (unknown \
+keys, bad durations, a baseline fio report that cannot be read, windows shorter than two intervals) and \
+prints the resulting settings. Exits 1 with file, line, column and what was expected on the first error.\n\n\
+Examples:\n  ceph-recovery-budget check-config /etc/ceph-recovery-budget.yml"
+    )]
     CheckConfig(CheckConfigArgs),
     /// What on-call types first: the enforcer's state, latency vs bound, recovery progress,
     /// redundancy, the profile in force and the last decisions, from a running `serve`.
@@ -46,6 +52,25 @@ force, and the last decisions.\n\nExamples:\n  ceph-recovery-budget status\n  wa
 ceph-recovery-budget status --format json | jq .enforcer.phase"
     )]
     Status(StatusArgs),
+    /// Summarize a fio report (text of any version, or JSON): IOPS, bandwidth and clat p50/p95/p99
+    /// per direction.
+    #[command(
+        long_about = "Reads a fio report (the classic text of fio 2.x or 3.x, or --output-format=json/json+) \
+and prints IOPS, bandwidth and completion-latency p50/p95/p99 per direction. A direction that did no I/O \
+is left out; a percentile the report does not contain is left out (never guessed) and said on stderr.\n\n\
+Examples:\n  ceph-recovery-budget fio-summary fio-baseline.json\n  fio ... | ceph-recovery-budget fio-summary - --format json"
+    )]
+    FioSummary(FioSummaryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FioSummaryArgs {
+    /// The fio report; `-` reads standard input
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Plain lines, or JSON: {"read"|"write"|"trim": {"iops", "bandwidth_bytes_per_second", "latency_seconds": {"p50","p95","p99"}}}
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -7,7 +7,9 @@ use clap::Parser;
 use tokio::sync::watch;
 
 use ceph_recovery_budget::ceph::cli::CliClient;
-use ceph_recovery_budget::cli::{CheckConfigArgs, Cli, Command, ServeArgs, StatusArgs};
+use ceph_recovery_budget::cli::{
+    CheckConfigArgs, Cli, Command, FioSummaryArgs, ServeArgs, StatusArgs, StatusFormat,
+};
 use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
 use ceph_recovery_budget::config::{FileConfig, LogFormat, Settings};
 use ceph_recovery_budget::enforcer::{
@@ -21,6 +23,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(*args),
         Command::CheckConfig(args) => check_config(args),
         Command::Status(args) => status(args),
+        Command::FioSummary(args) => fio_summary(args),
     };
     match result {
         Ok(code) => code,
@@ -104,7 +107,7 @@ fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let body = ceph_recovery_budget::cli::http_get(&args.url, "/api/status")?;
-    if args.format == ceph_recovery_budget::cli::StatusFormat::Json {
+    if args.format == StatusFormat::Json {
         print_out(&format!("{body}\n"));
         return Ok(ExitCode::SUCCESS);
     }
@@ -115,6 +118,34 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         )
     })?;
     print_out(&(report.lines().join("\n") + "\n"));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fio_summary(args: FioSummaryArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+    let text = if args.file.as_os_str() == "-" {
+        let mut t = String::new();
+        std::io::stdin()
+            .read_to_string(&mut t)
+            .context("reading the fio report from standard input")?;
+        t
+    } else {
+        std::fs::read_to_string(&args.file)
+            .with_context(|| format!("reading the fio report {}", args.file.display()))?
+    };
+    let summary = ceph_recovery_budget::fio::parse(&text)
+        .with_context(|| format!("{} is not a usable fio report", args.file.display()))?;
+    for w in &summary.warnings {
+        eprintln!("warning: {w}");
+    }
+    match args.format {
+        StatusFormat::Json => {
+            print_out(&(serde_json::to_string(&summary).context("encoding the summary")? + "\n"))
+        }
+        StatusFormat::Text => {
+            print_out(&(ceph_recovery_budget::fio::render_human(&summary) + "\n"))
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
