@@ -217,6 +217,32 @@ fn wait_until(timeout: Duration, what: &str, pred: impl Fn() -> bool) {
     panic!("timed out after {timeout:?} waiting for {what}");
 }
 
+/// `serve` with short windows and a tiny baseline (1 ms): any recovery breaches the bound.
+fn start_enforcer(mode: &str, state_file: &std::path::Path) -> Exporter {
+    Exporter::start(&[
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "10s",
+        "--recovery.window",
+        "10s",
+        "--enforcer.mode",
+        mode,
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.for",
+        "4s",
+        "--enforcer.latency-window",
+        "10s",
+        "--enforcer.min-interval",
+        "5s",
+        "--enforcer.settle",
+        "10s",
+        "--enforcer.state-file",
+        state_file.to_str().unwrap_or_default(),
+    ])
+}
+
 /// Client writes in the background for the whole test (the runbook fio).
 struct Load(std::process::Child);
 
@@ -263,26 +289,7 @@ fn enforcer_throttles_suspends_and_restores_on_a_real_cluster() {
     // Observe mode first: decisions, no change on the cluster.
     {
         let _load = Load::start(60);
-        let observer = Exporter::start(&[
-            "--collect.interval",
-            "2s",
-            "--latency.window",
-            "10s",
-            "--recovery.window",
-            "10s",
-            "--enforcer.mode",
-            "observe",
-            "--enforcer.baseline",
-            "1ms",
-            "--enforcer.for",
-            "4s",
-            "--enforcer.latency-window",
-            "10s",
-            "--enforcer.min-interval",
-            "5s",
-            "--enforcer.state-file",
-            state_file.to_str().unwrap_or_default(),
-        ]);
+        let observer = start_enforcer("observe", &state_file);
         lab(&["rebalance-start"]);
         observer.wait_metrics(
             Duration::from_secs(120),
@@ -313,28 +320,7 @@ fn enforcer_throttles_suspends_and_restores_on_a_real_cluster() {
 
     // Enforce mode with a tiny baseline: any recovery breaches.
     let _load = Load::start(900);
-    let enforcer = Exporter::start(&[
-        "--collect.interval",
-        "2s",
-        "--latency.window",
-        "10s",
-        "--recovery.window",
-        "10s",
-        "--enforcer.mode",
-        "enforce",
-        "--enforcer.baseline",
-        "1ms",
-        "--enforcer.for",
-        "4s",
-        "--enforcer.latency-window",
-        "10s",
-        "--enforcer.min-interval",
-        "5s",
-        "--enforcer.settle",
-        "10s",
-        "--enforcer.state-file",
-        state_file.to_str().unwrap_or_default(),
-    ]);
+    let enforcer = start_enforcer("enforce", &state_file);
     // 1. A recovery in which no PG is undersized: the bound applies, the throttle is set.
     lab(&["rebalance-start"]);
     wait_until(

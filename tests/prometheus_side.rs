@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::{free_port, http_get, lab, lab_enabled, repo, Exporter};
+use common::{free_port, http_get, http_post_json, lab, lab_enabled, repo, Exporter};
 
 const RULES: &str = "rules/ceph-recovery-budget.rules.yml";
 const ALERTS: &str = "alerts/ceph-recovery-budget.alerts.yml";
@@ -132,30 +132,6 @@ fn percent_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-fn http_post_json(port: u16, path: &str, body: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let req = format!(
-        "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    if s.write_all(req.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or((&buf, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_string())
 }
 
 fn wait_until<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -175,12 +175,30 @@ impl Drop for Exporter {
 }
 
 pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    http_request(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n"),
+    )
+}
+
+pub fn http_post_json(port: u16, path: &str, body: &str) -> (u16, String) {
+    http_request(
+        port,
+        &format!(
+            "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Sends a raw HTTP/1.0 request to 127.0.0.1:port; (0, "") when nothing answers.
+fn http_request(port: u16, request: &str) -> (u16, String) {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let req = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
+    if s.write_all(request.as_bytes()).is_err() {
         return (0, String::new());
     }
     let mut buf = String::new();
