@@ -518,14 +518,14 @@ fn resolve_policy(
         "enforcer.settle",
         d.settle,
     );
-    let (min_interval, _) = dur(
+    let (min_interval, mi_origin) = dur(
         flags.min_interval.as_ref(),
         "--enforcer.min-interval",
         file.min_interval.as_ref(),
         "enforcer.min_interval",
         d.min_interval,
     );
-    let (verify_after, _) = dur(
+    let (verify_after, va_origin) = dur(
         flags.verify_after.as_ref(),
         "--enforcer.verify-after",
         file.verify_after.as_ref(),
@@ -567,6 +567,19 @@ fn resolve_policy(
 
     if !(multiplier.is_finite() && (1.0..=100.0).contains(&multiplier)) {
         return Err(invalid(&m_origin, format!("multiplier {multiplier} must be a number from 1.0 to 100.0 (bound = multiplier x baseline; 2.0 is the default)")));
+    }
+    if min_interval > Duration::from_secs(3600) {
+        return Err(invalid(&mi_origin, format!(
+            "min_interval {} is longer than an hour; the hourly limit (max_changes_per_hour) covers that, use at most 1h",
+            humantime::format_duration(min_interval)
+        )));
+    }
+    if verify_after < interval {
+        return Err(invalid(&va_origin, format!(
+            "verify_after {} must be at least one collection interval ({}): the OSDs' profile is read once per cycle",
+            humantime::format_duration(verify_after),
+            humantime::format_duration(interval)
+        )));
     }
     if max_changes == 0 {
         return Err(invalid(&mc_origin, "max_changes_per_hour must be at least 1 (the enforcer must be able to restore what it set)"));

@@ -217,6 +217,19 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
         enforcer_task = Some(tokio::spawn(
             enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
         ));
+    } else if let Ok(EnforcerState {
+        applied: Some(a),
+        original,
+        ..
+    }) = EnforcerState::load(&settings.policy.state_file)
+    {
+        if !a.simulated {
+            tracing::warn!(
+                values = ?a.values,
+                original = ?original,
+                "the enforcer is off, but its state file says it changed settings it has not restored; restore them by hand or run it in enforce mode"
+            );
+        }
     }
 
     let app = http::router(http::AppState {
@@ -230,12 +243,31 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
     });
     let server_task = tokio::spawn(async move { server.await });
 
-    shutdown_signal().await;
+    let mut collector_task = collector_task;
+    let enforcer_ended = async {
+        match enforcer_task.as_mut() {
+            Some(t) => t.await,
+            None => std::future::pending().await,
+        }
+    };
+    // A task that ends on its own is a bug: stop (non-zero) rather than serve frozen data.
+    let died = tokio::select! {
+        _ = shutdown_signal() => None,
+        r = &mut collector_task => Some(format!("the collector stopped unexpectedly ({r:?})")),
+        r = enforcer_ended => Some(format!("the enforcer stopped unexpectedly ({r:?})")),
+    };
     tracing::info!("shutting down");
     let _ = shutdown_tx.send(true);
-    let _ = collector_task.await;
+    if !collector_task.is_finished() {
+        let _ = collector_task.await;
+    }
     if let Some(t) = enforcer_task {
-        let _ = t.await;
+        if !t.is_finished() {
+            let _ = t.await;
+        }
+    }
+    if let Some(why) = died {
+        anyhow::bail!(why);
     }
     server_task
         .await
@@ -253,14 +285,31 @@ fn build_enforcer(
         BaselineSpec::Fio(path) => Some(fio_baseline(path)?),
         BaselineSpec::Learned => None,
     };
-    let state = match EnforcerState::load(&policy.state_file) {
+    let mut persist = true;
+    let mut state = match EnforcerState::load(&policy.state_file) {
         Ok(s) => s,
         Err(e) if policy.mode == Mode::Enforce => return Err(e.into()),
         Err(e) => {
-            tracing::warn!(error = %e, "observe mode: starting from a fresh enforcer state");
+            tracing::warn!(error = %e, "observe mode: starting from a fresh enforcer state and leaving the file as it is");
+            persist = false;
             EnforcerState::default()
         }
     };
+    match (&state.applied, policy.mode) {
+        // What observe mode only pretended to set must not be "restored" for real.
+        (Some(a), Mode::Enforce) if a.simulated => {
+            tracing::info!(target: "decision", "the state file holds an observe-mode episode; enforce mode starts fresh");
+            state = EnforcerState { learned: state.learned, ..EnforcerState::default() };
+        }
+        (Some(a), Mode::Observe) if !a.simulated => anyhow::bail!(
+            "the state file {} says the enforcer (enforce mode) changed {:?} and has not restored {:?} yet; \
+             run in enforce mode until it restores them, or restore them by hand and remove the file",
+            policy.state_file.display(),
+            a.values,
+            state.original
+        ),
+        _ => {}
+    }
     if policy.mode == Mode::Enforce {
         // Fail now, not in the middle of a recovery, if the state file cannot be written.
         state
@@ -287,7 +336,7 @@ fn build_enforcer(
         LogFormat::Json => LogStyle::Json,
         LogFormat::Text => LogStyle::Text,
     };
-    Ok(Enforcer::new(
+    let enforcer = Enforcer::new(
         policy.clone(),
         CephActor::new(CliClient::new(&settings.ceph)),
         TokioClock::new(),
@@ -295,7 +344,12 @@ fn build_enforcer(
         fixed,
         settings.collect_interval,
         style,
-    ))
+    );
+    Ok(if persist {
+        enforcer
+    } else {
+        enforcer.without_persistence()
+    })
 }
 
 async fn shutdown_signal() {

@@ -413,3 +413,27 @@ async fn a_learned_baseline_comes_from_writes_without_recovery_and_survives_a_re
     );
     let _ = std::fs::remove_file(&file);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_set_that_timed_out_but_took_effect_counts_as_done() {
+    let file = temp_state("took-effect");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.cluster
+        .actor
+        .apply_then_fail
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Throttled);
+    // Recovery ends: the original comes back, no false OVERRIDE.
+    rig.play(ClusterState::Healthy, false, 6).await;
+    assert_eq!(
+        rig.commands().last().unwrap(),
+        "config set osd osd_mclock_profile balanced"
+    );
+    assert!(!rig.events().iter().any(|e| e == "OVERRIDE"));
+    let _ = std::fs::remove_file(&file);
+}

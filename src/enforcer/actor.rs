@@ -73,6 +73,8 @@ pub struct FakeActor {
     pub commands: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// Fail the next N set/rm calls.
     pub fail_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// Make the next N set calls take effect and still report a failure (a timed-out CLI).
+    pub apply_then_fail: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl FakeActor {
@@ -101,6 +103,14 @@ impl Actor for FakeActor {
             return Err("Error ETIMEDOUT: injected failure".into());
         }
         self.set_by_hand(key, value);
+        use std::sync::atomic::Ordering;
+        if self
+            .apply_then_fail
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err("`ceph config set` did not finish within 10s and was killed".into());
+        }
         Ok(())
     }
 

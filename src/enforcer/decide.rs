@@ -122,6 +122,26 @@ impl Ctx<'_> {
     }
 }
 
+/// What a HOLD is about, without the error texts: "collector status; collector latency".
+fn hold_key(reason: &str) -> String {
+    reason
+        .split("; ")
+        .map(|part| {
+            part.split(" is down")
+                .next()
+                .unwrap_or(part)
+                .split(" (")
+                .next()
+                .unwrap_or(part)
+                .split(':')
+                .next()
+                .unwrap_or(part)
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Seconds until another change is allowed, or 0.
 pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
     // A change stamped in the future (the wall clock was set back) counts as made now.
@@ -228,13 +248,25 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
 
     // 7. Never act on old data.
     if let Some(reason) = &obs.stale {
-        if state.holding.as_deref() != Some(reason.as_str()) {
+        // Said again only when what is down changes, not when its error text does.
+        let key = hold_key(reason);
+        if state.holding.as_deref() != Some(key.as_str()) {
             notes.push(ctx.record(
                 "HOLD",
                 format!("HOLD: {reason}; no action on old data until observations are fresh again"),
             ));
         }
-        next.holding = Some(reason.clone());
+        // Time not seen does not count towards `for`: the breach starts again when data is back.
+        if let Some(since) = next.breach_since.take() {
+            notes.push(ctx.record(
+                "BREACH_ENDED",
+                format!(
+                    "BREACH no longer tracked after {}: observations are stale",
+                    fmt_secs(now - since)
+                ),
+            ));
+        }
+        next.holding = Some(key);
         next.phase = Phase::Holding;
         return Decision {
             action: None,
@@ -342,7 +374,8 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         if state.recovery_active {
             notes.push(ctx.record("RECOVERY_FINISHED", "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
         }
-        if state.applied.is_some() && !state.original.is_empty() {
+        // Anything changed in this episode is put back, even after a partly failed action.
+        if !state.original.is_empty() {
             let ended = *next.recovery_ended_at.get_or_insert(now);
             let waited = now - ended;
             if waited >= policy.settle.as_secs_f64() {
@@ -358,6 +391,8 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             }
             next.phase = Phase::Settling;
         } else {
+            // Nothing of the operator's was changed (e.g. the profile was already right).
+            next.applied = None;
             next.recovery_ended_at = None;
             next.phase = Phase::Idle;
             next.noted.clear();
@@ -510,8 +545,13 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
 
     let action = want.and_then(|(kind, changes, reason)| {
         let changes: Vec<Change> = changes.into_iter().filter(|c| c.from != c.to || kind == ActionKind::Restore).collect();
+        if changes.is_empty() && kind != ActionKind::Throttle {
+            // Already as wanted (the operator's profile is the suspend profile, say): no
+            // command, no change counted, but the state must move on.
+            return Some(Action { kind, changes, reason });
+        }
         if changes.is_empty() {
-            if kind == ActionKind::Throttle && next.noted.insert("already_throttled".into()) {
+            if next.noted.insert("already_throttled".into()) {
                 notes.push(ctx.record(
                     "NOTHING_TO_DO",
                     format!("THROTTLE wanted but the OSDs are already configured that way; nothing stronger to try: {reason}"),
@@ -567,7 +607,12 @@ fn check_applied(
     notes: &mut Vec<DecisionRecord>,
 ) {
     let age = ctx.now - applied.at;
-    if !applied.verified && !applied.simulated && age >= policy.verify_after.as_secs_f64() {
+    // Without the OSDs' answers (their collector failed) there is nothing to verify yet.
+    if !applied.verified
+        && !applied.simulated
+        && !ctx.obs.osd_profiles.is_empty()
+        && age >= policy.verify_after.as_secs_f64()
+    {
         if let Some(profile) = applied.values.get(MCLOCK_PROFILE_KEY) {
             applied.verified = true;
             applied.not_taken = ctx
@@ -642,7 +687,9 @@ pub fn apply_outcome(
     match result {
         Ok(()) => {
             state.retry = None;
-            state.changes.push(now);
+            if !action.changes.is_empty() {
+                state.changes.push(now);
+            }
             state.noted.retain(|n| !n.starts_with("rate_limited:"));
             match action.kind {
                 ActionKind::Throttle | ActionKind::Suspend

@@ -108,6 +108,7 @@ pub struct Enforcer<A, K> {
     log_style: LogStyle,
     last_cycle: u64,
     interval: Duration,
+    persist: bool,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -135,6 +136,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             log_style,
             last_cycle: 0,
             interval,
+            persist: true,
         }
     }
 
@@ -172,14 +174,29 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    fn persist(&self, what: &str) {
-        if let Err(e) = self.state.save(&self.policy.state_file) {
-            if self.policy.mode == Mode::Enforce {
-                tracing::error!(error = %e, "cannot persist the enforcer state ({what}); a restart may not restore the operator's original settings");
-            } else {
-                tracing::warn!(error = %e, "cannot persist the enforcer state ({what})");
+    /// Writes the state file; false when it could not be written.
+    fn persist(&self, what: &str) -> bool {
+        if !self.persist {
+            return true;
+        }
+        match self.state.save(&self.policy.state_file) {
+            Ok(()) => true,
+            Err(e) => {
+                if self.policy.mode == Mode::Enforce {
+                    tracing::error!(error = %e, "cannot persist the enforcer state ({what}); a restart may not restore the operator's original settings");
+                } else {
+                    tracing::warn!(error = %e, "cannot persist the enforcer state ({what})");
+                }
+                false
             }
         }
+    }
+
+    /// Never write the state file (observe mode with a file that could not be read: it may
+    /// hold what an enforce-mode run needs to restore).
+    pub fn without_persistence(mut self) -> Self {
+        self.persist = false;
+        self
     }
 
     /// Feeds the latency windows with a new snapshot's histograms and returns p99.
@@ -254,7 +271,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         // What is on disk now; observing may already change it (a learned baseline).
         let initial = self.state.clone();
         let mut obs = self.observe(snapshot, mono, now);
-        if obs.stale.is_none() && (obs.recovery_active() || self.state.applied.is_some()) {
+        if obs.stale.is_none()
+            && (obs.recovery_active()
+                || self.state.applied.is_some()
+                || !self.state.original.is_empty())
+        {
             match self.actor.configured(&self.lever_keys()).await {
                 Ok(values) => {
                     obs.configured = values;
@@ -279,11 +300,20 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
         if let Some(action) = action {
             // The original values are on disk before anything changes.
-            if before.original != self.state.original {
-                self.persist("before acting");
-            }
+            let saved = before.original == self.state.original || self.persist("before acting");
             let result = match self.policy.mode {
-                Mode::Enforce => self.perform(&action).await,
+                Mode::Enforce if !saved => Err(format!(
+                    "not changing the cluster: the operator's original values could not be saved to {}",
+                    self.policy.state_file.display()
+                )),
+                Mode::Enforce => match self.perform(&action).await {
+                    Err(e) if self.took_effect(&action).await => {
+                        // A timed-out `config set` may still have been applied by the mon.
+                        tracing::warn!(target: "decision", error = %e, "the command failed but the cluster shows the new values: counted as done");
+                        Ok(())
+                    }
+                    other => other,
+                },
                 Mode::Observe | Mode::Off => Ok(()),
             };
             let mut rec = decide_record(&self.policy, &obs, &action, now);
@@ -323,10 +353,22 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             );
         }
         if !self.state.persistent_eq(&initial) {
-            self.persist("after the cycle");
+            let _ = self.persist("after the cycle");
         }
         if let Ok(mut v) = self.shared.lock() {
             v.update(&self.policy, &obs, &self.state, now);
+        }
+    }
+
+    /// Whether the config database already holds every value `action` sets.
+    async fn took_effect(&self, action: &Action) -> bool {
+        let keys: Vec<String> = action.changes.iter().map(|c| c.key.clone()).collect();
+        match self.actor.configured(&keys).await {
+            Ok(now) => action
+                .changes
+                .iter()
+                .all(|c| now.get(&c.key).cloned().flatten() == c.to),
+            Err(_) => false,
         }
     }
 

@@ -547,7 +547,8 @@ proptest! {
                 // 1/5: without recovery only restoring.
                 if !obs.recovery_active() { prop_assert_eq!(a.kind, ActionKind::Restore); }
                 let ok = !fail_some[i % fail_some.len()];
-                if ok { change_times.push(now); }
+                // An action with nothing to change runs no command: not a change.
+                if ok && !a.changes.is_empty() { change_times.push(now); }
                 state = apply_outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
             }
         }
@@ -560,4 +561,100 @@ proptest! {
             prop_assert!(in_hour as u32 <= p.max_changes_per_hour);
         }
     }
+}
+
+#[test]
+fn a_partly_failed_throttle_is_still_restored_when_recovery_ends() {
+    let p = policy();
+    let mut state = EnforcerState::default();
+    let mut now = T0;
+    // Breach long enough, the throttle fails (nothing recorded as applied).
+    let mut obs = recovering(50.0);
+    for _ in 0..62 {
+        now += 15.0;
+        let d = decide(&p, &obs, &state, now);
+        state = d.next;
+        if let Some(a) = d.action {
+            state = apply_outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
+            break;
+        }
+    }
+    assert!(state.applied.is_none());
+    assert_eq!(
+        state.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    // Recovery ends; the setting may have half-applied: after settle, the original is put back.
+    obs = finished();
+    obs.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_client_ops".into()));
+    let mut restored = None;
+    for _ in 0..30 {
+        now += 15.0;
+        let d = decide(&p, &obs, &state, now);
+        state = d.next;
+        if let Some(a) = d.action {
+            restored = Some(a.clone());
+            state = apply_outcome(&p, state, &a, Ok(()), now);
+            break;
+        }
+    }
+    let a = restored.expect("a restore");
+    assert_eq!(a.kind, ActionKind::Restore);
+    assert_eq!(a.changes[0].to.as_deref(), Some("balanced"));
+    assert!(state.original.is_empty() && state.retry.is_none());
+}
+
+#[test]
+fn resume_with_nothing_to_change_still_lets_the_bound_apply_again() {
+    let mut sim = Sim::new(policy());
+    // The operator runs high_recovery_ops: suspending changes nothing.
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_recovery_ops".into()));
+    sim.run(&undersized(500.0), 10 * 60);
+    assert_eq!(sim.state.phase, Phase::Suspended);
+    assert!(
+        sim.actions.iter().all(|(_, a)| a.changes.is_empty()),
+        "no command: {:?}",
+        sim.actions
+    );
+    let actions = sim.run(&recovering(50.0), 20 * 60);
+    assert_eq!(
+        actions.last().map(|a| a.kind),
+        Some(ActionKind::Throttle),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_hold_restarts_the_breach_clock() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 10 * 60);
+    assert!(sim.state.breach_since.is_some());
+    let stale = Observation {
+        stale: Some("collector latency is down (timeout)".into()),
+        ..recovering(50.0)
+    };
+    sim.run(&stale, 10 * 60);
+    assert!(sim.state.breach_since.is_none());
+    // Fresh again: 15 more minutes above the bound before acting, not immediately.
+    assert!(sim.run(&recovering(50.0), 14 * 60).is_empty());
+    assert_eq!(sim.run(&recovering(50.0), 2 * 60).len(), 1);
+}
+
+#[test]
+fn a_hold_is_said_once_while_only_its_error_text_changes() {
+    let mut sim = Sim::new(policy());
+    for i in 0..10 {
+        let obs = Observation {
+            stale: Some(format!(
+                "collector status is down (last data {} s old, older than 45 s)",
+                46 + i
+            )),
+            ..recovering(50.0)
+        };
+        sim.now += 15.0;
+        sim.step(obs);
+    }
+    assert_eq!(sim.events().iter().filter(|e| **e == "HOLD").count(), 1);
 }
