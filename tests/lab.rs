@@ -20,6 +20,9 @@ fn exporter_follows_a_real_failure_and_recovery() {
     // Enough objects that recovery lasts several collection cycles.
     lab(&["fill"]);
 
+    // The enforcer observes with its state in a temporary file, not in /var/lib.
+    let state_file =
+        std::env::temp_dir().join(format!("crb-lab-exporter-{}.json", std::process::id()));
     let exporter = Exporter::start(&[
         "--collect.interval",
         "2s",
@@ -27,6 +30,8 @@ fn exporter_follows_a_real_failure_and_recovery() {
         "20s",
         "--latency.window",
         "30s",
+        "--enforcer.state-file",
+        state_file.to_str().unwrap_or_default(),
     ]);
 
     // 1. Healthy: numbers agree with ceph status.
@@ -174,6 +179,8 @@ fn exporter_follows_a_real_failure_and_recovery() {
         m.get("ceph_pool_pgs_undersized{pool=\"rbd-vms\"}"),
         Some(0.0)
     );
+    drop(exporter);
+    let _ = std::fs::remove_file(&state_file);
 }
 
 /// `ceph config dump` value of an osd-section option, None when not set.
