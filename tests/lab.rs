@@ -8,17 +8,21 @@ use std::time::Duration;
 
 use common::*;
 
-#[test]
-#[ignore = "needs the lab cluster: scripts/test runs it"]
-fn exporter_follows_a_real_failure_and_recovery() {
+/// A running, clean lab with enough objects that recovery lasts several collection cycles.
+fn prepare_lab() {
     assert!(
         lab_enabled(),
         "set CRB_LAB=1 after scripts/ceph-lab start (scripts/test does both)"
     );
     lab(&["start"]);
     lab(&["wait-clean", "300"]);
-    // Enough objects that recovery lasts several collection cycles.
     lab(&["fill"]);
+}
+
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn exporter_follows_a_real_failure_and_recovery() {
+    prepare_lab();
 
     // The enforcer observes with its state in a temporary file, not in /var/lib.
     let state_file =
@@ -277,13 +281,7 @@ impl Drop for Load {
 #[test]
 #[ignore = "needs the lab cluster: scripts/test runs it"]
 fn enforcer_throttles_suspends_and_restores_on_a_real_cluster() {
-    assert!(
-        lab_enabled(),
-        "set CRB_LAB=1 after scripts/ceph-lab start (scripts/test does both)"
-    );
-    lab(&["start"]);
-    lab(&["wait-clean", "300"]);
-    lab(&["fill"]);
+    prepare_lab();
     // The operator's choice before any incident.
     ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
     wait_until(Duration::from_secs(30), "OSDs run balanced", || {

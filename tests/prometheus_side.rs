@@ -1551,18 +1551,9 @@ impl Drop for Writes {
     }
 }
 
-/// Scrapes the exporter (and the lab's mgr prometheus module, which publishes ceph_pg_* under
-/// the same names) with a real Prometheus that loads rules/ and alerts/, and runs every query
-/// of the dashboard: each must parse and return data. Reads the cluster only (the enforcer in
-/// observe mode changes nothing); writes a little (a rate-limited fio) so latency has data.
-#[test]
-#[ignore = "needs the lab cluster: scripts/test runs it"]
-fn dashboard_queries_return_data_from_a_real_scrape() {
-    require_lab();
-    lab(&["start"]);
-    let dir = TempDir::new("dashboard-lab");
-    let state = dir.path().join("enforcer-state.json");
-    let exporter = Exporter::start(&[
+/// `serve` with short windows and a 1 ms baseline, the enforcer observing (it changes nothing).
+fn start_observing_exporter(state: &Path) -> Exporter {
+    Exporter::start(&[
         "--collect.interval",
         "2s",
         "--latency.window",
@@ -1577,7 +1568,21 @@ fn dashboard_queries_return_data_from_a_real_scrape() {
         "30s",
         "--enforcer.state-file",
         state.to_str().expect("utf-8 temp path"),
-    ]);
+    ])
+}
+
+/// Scrapes the exporter (and the lab's mgr prometheus module, which publishes ceph_pg_* under
+/// the same names) with a real Prometheus that loads rules/ and alerts/, and runs every query
+/// of the dashboard: each must parse and return data. Reads the cluster only (the enforcer in
+/// observe mode changes nothing); writes a little (a rate-limited fio) so latency has data.
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn dashboard_queries_return_data_from_a_real_scrape() {
+    require_lab();
+    lab(&["start"]);
+    let dir = TempDir::new("dashboard-lab");
+    let state = dir.path().join("enforcer-state.json");
+    let exporter = start_observing_exporter(&state);
     let _writes = Writes::start(50, Some(60));
 
     let mgr =
@@ -1763,22 +1768,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     lab(&["fill"]);
     let dir = TempDir::new("alerts-lab");
     let state = dir.path().join("enforcer-state.json");
-    let exporter = Exporter::start(&[
-        "--collect.interval",
-        "2s",
-        "--latency.window",
-        "30s",
-        "--recovery.window",
-        "20s",
-        "--enforcer.mode",
-        "observe",
-        "--enforcer.baseline",
-        "1ms",
-        "--enforcer.latency-window",
-        "30s",
-        "--enforcer.state-file",
-        state.to_str().expect("utf-8 temp path"),
-    ]);
+    let exporter = start_observing_exporter(&state);
 
     // Alertmanager with the example config (its webhooks point at a port nobody listens on:
     // the test reads Alertmanager's API).
