@@ -61,6 +61,223 @@ is left out; a percentile the report does not contain is left out (never guessed
 Examples:\n  ceph-recovery-budget fio-summary fio-baseline.json\n  fio ... | ceph-recovery-budget fio-summary - --format json"
     )]
     FioSummary(FioSummaryArgs),
+    /// Start a tuning record: recovery rate and client latency before any change.
+    #[command(
+        long_about = "Measures, over --window, the recovery rate (from degraded + misplaced objects in `ceph status`, and Ceph's own rate) and client write latency (fio: a report you give, or your fio command run during the window), and records them with the OSD config (`ceph config dump`), op queue, mClock profile, cluster fsid, date and --hardware as the first entry of a new tuning record (YAML). Without recovery the rate is recorded as \"no recovery\". Ctrl-C writes a record that says the measurement was interrupted.\n\nExamples:\n  ceph-recovery-budget baseline --record tuning.yaml --fio-cmd 'fio /etc/fio/runbook.fio --output-format=json' \\\n      --hardware '12x 16TB HDD per host, NVMe DB' --cluster-name prod-ceph-01\n  ceph-recovery-budget baseline --record tuning.yaml --fio-output fio-before.json --window 15m"
+    )]
+    Baseline(BaselineArgs),
+    /// The tuning cycle: one setting per step, settle, re-measure, keep or revert; and its report.
+    #[command(subcommand)]
+    Tune(TuneCommand),
+    /// Client latency under each mClock profile during a controlled recovery, and a suggested bound.
+    #[command(
+        long_about = "Measures client p50/p95/p99 (fio) with no recovery, then during a controlled recovery under balanced, high_recovery_ops and high_client_ops, with the recovery rate of each, and prints the table and the suggested bound (--multiplier x the no-recovery p99). Restores the profile it found (also on Ctrl-C). The recovery is started and stopped by your commands (--start-recovery, --stop-recovery) or by you when asked.\n\nExamples:\n  ceph-recovery-budget profile-sweep --fio-cmd 'fio runbook.fio --output-format=json' \\\n      --start-recovery 'ceph osd reweight 7 0.8' --stop-recovery 'ceph osd reweight 7 1'\n  ceph-recovery-budget profile-sweep --fio-cmd 'fio runbook.fio --output-format=json' --window 2m --settle 30s"
+    )]
+    ProfileSweep(ProfileSweepArgs),
+    /// Flag costly or ineffective settings in `ceph config dump`; exit 1 when something is flagged.
+    #[command(
+        long_about = "Reads `ceph config dump` (from the cluster, or a saved `ceph config dump -f json` with --file) and flags known costly or ineffective settings with the reason and the fix: debug_ms not 0/0 on OSDs or clients, recovery sleeps or backfill limits that mClock ignores, and the like. Exit code 0: nothing flagged; 1: something flagged; 2: the dump could not be read.\n\nExamples:\n  ceph-recovery-budget lint\n  ceph config dump -f json > dump.json && ceph-recovery-budget lint --file dump.json --format json"
+    )]
+    Lint(LintArgs),
+}
+
+/// How to reach the cluster, for the commands that talk to it directly.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Ceph")]
+pub struct CephArgs {
+    /// The ceph CLI, split like shell words and run without a shell, e.g. "cephadm shell -- ceph"
+    #[arg(long = "ceph-cmd", value_name = "COMMAND", default_value = "ceph")]
+    pub ceph_cmd: String,
+    /// ceph.conf to pass to every ceph call (--conf)
+    #[arg(long = "ceph-conf", value_name = "FILE")]
+    pub ceph_conf: Option<String>,
+    /// Ceph user to connect as (--name)
+    #[arg(long = "ceph-name", value_name = "NAME")]
+    pub ceph_name: Option<String>,
+    /// Keyring of that user (--keyring)
+    #[arg(long = "ceph-keyring", value_name = "FILE")]
+    pub ceph_keyring: Option<String>,
+    /// Timeout of each ceph call
+    #[arg(long = "ceph-timeout", value_name = "DURATION", default_value = "30s")]
+    pub ceph_timeout: HumanDuration,
+}
+
+impl CephArgs {
+    pub fn settings(&self) -> Result<crate::ceph::cli::CliSettings, String> {
+        let command = shell_words::split(&self.ceph_cmd)
+            .map_err(|e| format!("--ceph-cmd {:?}: {e}", self.ceph_cmd))?;
+        if command.is_empty() {
+            return Err("--ceph-cmd is empty".into());
+        }
+        Ok(crate::ceph::cli::CliSettings {
+            command,
+            conf: self.ceph_conf.clone(),
+            name: self.ceph_name.clone(),
+            keyring: self.ceph_keyring.clone(),
+            timeout: self.ceph_timeout.0,
+        })
+    }
+}
+
+/// Where client latency comes from: one of the two.
+#[derive(Debug, Args, Clone, Default)]
+#[group(multiple = false)]
+pub struct FioArgs {
+    /// A fio report (text or JSON) already taken
+    #[arg(long = "fio-output", value_name = "FILE")]
+    pub fio_output: Option<PathBuf>,
+    /// Your fio command, run (without a shell) during the window; it must print a report on stdout,
+    /// e.g. 'fio runbook.fio --output-format=json'
+    #[arg(long = "fio-cmd", value_name = "COMMAND")]
+    pub fio_cmd: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    /// The tuning record to create (YAML); fio's raw outputs go to FILE.fio/
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// How long to measure
+    #[arg(long, value_name = "DURATION", default_value = "15m")]
+    pub window: HumanDuration,
+    #[command(flatten)]
+    pub fio: FioArgs,
+    /// The hardware, in your words, kept in the record
+    #[arg(long, value_name = "TEXT")]
+    pub hardware: Option<String>,
+    /// Your name for the cluster, kept in the record
+    #[arg(long = "cluster-name", value_name = "NAME", default_value = "ceph")]
+    pub cluster_name: String,
+    /// Client p99 may rise to this many times the baseline p99: every step is judged by it
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub multiplier: f64,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TuneCommand {
+    /// Change exactly one OSD setting, settle, re-measure, judge the trade, keep or revert.
+    #[command(
+        long_about = "Records the value before (or \"not set\"), applies --set with `ceph config set osd`, waits --settle, re-measures both numbers as the baseline did, appends the pair to the record and judges it: favourable when client p99 stays within multiplier x the baseline p99 and recovery is faster than the last kept state. Then keeps or reverts (--keep, --revert, --auto, or it asks); revert restores the previous value exactly (`ceph config rm` when it was not set). Refuses to start while a step is undecided, and warns (refuses without --force) before a step that cannot show anything: a setting the scheduler ignores, no recovery running, a goal already reached. Ctrl-C puts the setting back.\n\nExamples:\n  ceph-recovery-budget tune step --record tuning.yaml --set osd_max_backfills=4 --auto\n  ceph-recovery-budget tune step --record tuning.yaml --set osd_recovery_max_active=8 --goal-rate 600obj/s"
+    )]
+    Step(TuneStepArgs),
+    /// Keep or revert the step left undecided.
+    Decide(TuneDecideArgs),
+    /// The record in the operator's format, and optionally a chart (SVG).
+    #[command(
+        long_about = "Prints the record as an operator would write it (baseline, each step with both numbers, kept or reverted and why, the final settings); --chart draws recovery rate and p99 per step with the bound as a line.\n\nExamples:\n  ceph-recovery-budget tune report --record tuning.yaml --chart tuning.svg"
+    )]
+    Report(TuneReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TuneStepArgs {
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// The one setting to change, NAME=VALUE (given to `ceph config set osd`)
+    #[arg(long, value_name = "NAME=VALUE", action = clap::ArgAction::Append, required = true)]
+    pub set: Vec<String>,
+    /// Wait this long after the change before measuring
+    #[arg(long, value_name = "DURATION", default_value = "15m")]
+    pub settle: HumanDuration,
+    /// How long to measure
+    #[arg(long, value_name = "DURATION", default_value = "15m")]
+    pub window: HumanDuration,
+    /// Client latency for this step; default: the baseline's fio command again
+    #[command(flatten)]
+    pub fio: FioArgs,
+    /// Keep the change whatever the verdict
+    #[arg(long, group = "decision")]
+    pub keep: bool,
+    /// Revert the change whatever the verdict
+    #[arg(long, group = "decision")]
+    pub revert: bool,
+    /// Keep a favourable change, revert anything else
+    #[arg(long, group = "decision")]
+    pub auto: bool,
+    /// Measure even a step that is expected to show nothing
+    #[arg(long)]
+    pub force: bool,
+    /// Stop when recovery reaches this rate, e.g. 600obj/s
+    #[arg(long = "goal-rate", value_name = "RATE", group = "goal")]
+    pub goal_rate: Option<String>,
+    /// Stop when the data of one failed OSD (the fullest) would recover within this time, e.g. 4h
+    #[arg(long = "goal-recovery-time", value_name = "DURATION", group = "goal")]
+    pub goal_recovery_time: Option<HumanDuration>,
+    /// Recovery must be this much faster than before to count, in percent
+    #[arg(long = "min-gain", value_name = "PERCENT", default_value_t = 5.0)]
+    pub min_gain: f64,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneDecideArgs {
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// Keep the undecided step's setting
+    #[arg(long, group = "decision", required = true)]
+    pub keep: bool,
+    /// Put the previous value back
+    #[arg(long, group = "decision", required = true)]
+    pub revert: bool,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneReportArgs {
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// Also draw recovery rate and p99 per step, with the bound, as SVG
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileSweepArgs {
+    /// Your fio command, run (without a shell) in each measurement, printing a report on stdout
+    #[arg(long = "fio-cmd", value_name = "COMMAND")]
+    pub fio_cmd: String,
+    /// How long to measure each row
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub window: HumanDuration,
+    /// Wait this long after each profile change before measuring
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub settle: HumanDuration,
+    /// Command that starts the controlled recovery (run without a shell)
+    #[arg(long = "start-recovery", value_name = "COMMAND")]
+    pub start_recovery: Option<String>,
+    /// Command that ends it afterwards (also on Ctrl-C)
+    #[arg(long = "stop-recovery", value_name = "COMMAND")]
+    pub stop_recovery: Option<String>,
+    /// How long to wait for the recovery to show up in `ceph status`
+    #[arg(long = "wait-recovery", value_name = "DURATION", default_value = "10m")]
+    pub wait_recovery: HumanDuration,
+    /// The suggested bound is this many times the no-recovery p99
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub multiplier: f64,
+    /// The table as text, or JSON
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// A saved `ceph config dump -f json` instead of asking the cluster
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The OSDs' osd_op_queue when it is not in the dump (with --file); read from the OSDs otherwise
+    #[arg(long = "op-queue", value_name = "QUEUE")]
+    pub op_queue: Option<String>,
+    /// Findings as text, or JSON
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+    #[command(flatten)]
+    pub ceph: CephArgs,
 }
 
 #[derive(Debug, Args)]

@@ -11,3 +11,4 @@ pub mod fio;
 pub mod http;
 pub mod latency;
 pub mod metrics;
+pub mod tuning;

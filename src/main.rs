@@ -8,7 +8,9 @@ use tokio::sync::watch;
 
 use ceph_recovery_budget::ceph::cli::CliClient;
 use ceph_recovery_budget::cli::{
-    CheckConfigArgs, Cli, Command, FioSummaryArgs, ServeArgs, StatusArgs, StatusFormat,
+    BaselineArgs, CephArgs, CheckConfigArgs, Cli, Command, FioArgs, FioSummaryArgs, LintArgs,
+    ProfileSweepArgs, ServeArgs, StatusArgs, StatusFormat, TuneCommand, TuneDecideArgs,
+    TuneReportArgs, TuneStepArgs,
 };
 use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
 use ceph_recovery_budget::config::{FileConfig, LogFormat, Settings};
@@ -16,6 +18,7 @@ use ceph_recovery_budget::enforcer::{
     self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Mode, Policy, TokioClock,
 };
 use ceph_recovery_budget::http;
+use ceph_recovery_budget::tuning;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -24,6 +27,12 @@ fn main() -> ExitCode {
         Command::CheckConfig(args) => check_config(args),
         Command::Status(args) => status(args),
         Command::FioSummary(args) => fio_summary(args),
+        Command::Baseline(args) => baseline(args),
+        Command::Tune(TuneCommand::Step(args)) => tune_step(args),
+        Command::Tune(TuneCommand::Decide(args)) => tune_decide(args),
+        Command::Tune(TuneCommand::Report(args)) => tune_report(args),
+        Command::ProfileSweep(args) => profile_sweep(args),
+        Command::Lint(args) => lint(args),
     };
     match result {
         Ok(code) => code,
@@ -147,6 +156,300 @@ fn fio_summary(args: FioSummaryArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A small runtime for the commands that talk to the cluster directly.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn ceph_client(args: &CephArgs) -> anyhow::Result<CliClient> {
+    let settings = args.settings().map_err(anyhow::Error::msg)?;
+    Ok(CliClient::new(&settings))
+}
+
+/// Ctrl-C or SIGTERM asks the running command to stop cleanly (record written, setting put
+/// back); further signals are said to be ignored until it has.
+fn cancel_on_signals() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        loop {
+            let term_recv = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term_recv => {}
+            }
+            if *tx.borrow() {
+                eprintln!(
+                    "\nstill finishing (writing the record, putting settings back); please wait"
+                );
+            }
+            let _ = tx.send(true);
+        }
+    });
+    rx
+}
+
+fn fio_plan(args: &FioArgs) -> anyhow::Result<Option<tuning::measure::FioPlan>> {
+    match (&args.fio_output, &args.fio_cmd) {
+        (Some(path), _) => Ok(Some(
+            tuning::measure::FioPlan::report(path).map_err(anyhow::Error::msg)?,
+        )),
+        (None, Some(cmd)) => Ok(Some(tuning::measure::FioPlan::Command(split_command(
+            "--fio-cmd",
+            cmd,
+        )?))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn split_command(flag: &str, cmd: &str) -> anyhow::Result<Vec<String>> {
+    let argv = shell_words::split(cmd).with_context(|| format!("{flag} {cmd:?}"))?;
+    if argv.is_empty() {
+        anyhow::bail!("{flag} is empty");
+    }
+    Ok(argv)
+}
+
+/// 130 after Ctrl-C, as shells expect.
+const INTERRUPTED: u8 = 130;
+
+fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
+    let client = ceph_client(&args.ceph)?;
+    let fio = fio_plan(&args.fio)?.context(
+        "the baseline needs client latency: give --fio-output FILE (a fio report) or --fio-cmd 'fio ...'",
+    )?;
+    let plan = tuning::cycle::BaselinePlan {
+        record: args.record.clone(),
+        window: args.window.0,
+        fio,
+        hardware: args.hardware,
+        cluster_name: args.cluster_name,
+        multiplier: args.multiplier,
+    };
+    let record = runtime()?.block_on(async {
+        let mut cancel = cancel_on_signals();
+        let mut progress = tuning::measure::TerminalProgress::new();
+        tuning::cycle::baseline(
+            &client,
+            &tuning::measure::ProcessFio,
+            &plan,
+            &mut progress,
+            &mut cancel,
+        )
+        .await
+    })?;
+    print_out(&tuning::report::render(&record));
+    let m = &record.baseline.measurement;
+    if let Some(why) = &m.interrupted {
+        eprintln!(
+            "the baseline was not completed ({why}); {} says so. Run baseline again into a new record.",
+            args.record.display()
+        );
+        return Ok(ExitCode::from(if why.contains("Ctrl-C") {
+            INTERRUPTED
+        } else {
+            1
+        }));
+    }
+    eprintln!("baseline written to {}", args.record.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tune_step(args: TuneStepArgs) -> anyhow::Result<ExitCode> {
+    use tuning::cycle::{DecideMode, GoalSpec, StepEnd};
+    let [setting] = args.set.as_slice() else {
+        anyhow::bail!(
+            "--set was given {} times: a step changes exactly one setting, so that its effect can be told apart. Run one step per setting.",
+            args.set.len()
+        );
+    };
+    let (name, value) = tuning::cycle::parse_setting(setting).map_err(anyhow::Error::msg)?;
+    let goal = match (&args.goal_rate, &args.goal_recovery_time) {
+        (Some(r), _) => Some(GoalSpec::Rate(
+            tuning::judge::parse_goal_rate(r).map_err(anyhow::Error::msg)?,
+        )),
+        (None, Some(t)) => Some(GoalSpec::RecoveryTime(t.0)),
+        (None, None) => None,
+    };
+    if !(args.min_gain >= 0.0 && args.min_gain.is_finite()) {
+        anyhow::bail!("--min-gain {} must be a percentage >= 0", args.min_gain);
+    }
+    let plan = tuning::cycle::StepPlan {
+        record: args.record.clone(),
+        setting: name,
+        value,
+        settle: args.settle.0,
+        window: args.window.0,
+        fio: fio_plan(&args.fio)?,
+        decide: if args.keep {
+            DecideMode::Keep
+        } else if args.revert {
+            DecideMode::Revert
+        } else if args.auto {
+            DecideMode::Auto
+        } else {
+            DecideMode::Ask
+        },
+        force: args.force,
+        goal,
+        min_gain: args.min_gain / 100.0,
+    };
+    let client = ceph_client(&args.ceph)?;
+    let outcome = runtime()?.block_on(async {
+        let mut cancel = cancel_on_signals();
+        let mut progress = tuning::measure::TerminalProgress::new();
+        tuning::cycle::step(
+            &client,
+            &tuning::measure::ProcessFio,
+            &plan,
+            &mut tuning::cycle::TerminalAsker,
+            &mut progress,
+            &mut cancel,
+        )
+        .await
+    })?;
+    print_out(&tuning::report::render(&outcome.record));
+    Ok(match outcome.end {
+        StepEnd::Kept | StepEnd::Reverted => ExitCode::SUCCESS,
+        // Applied and waiting for `tune decide`: not a failure, but not finished either.
+        StepEnd::Undecided => ExitCode::from(3),
+        StepEnd::Interrupted => ExitCode::from(INTERRUPTED),
+    })
+}
+
+fn tune_decide(args: TuneDecideArgs) -> anyhow::Result<ExitCode> {
+    let client = ceph_client(&args.ceph)?;
+    let (record, line) =
+        runtime()?.block_on(tuning::cycle::decide(&client, &args.record, args.keep))?;
+    eprintln!("{line}");
+    print_out(&tuning::report::render(&record));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tune_report(args: TuneReportArgs) -> anyhow::Result<ExitCode> {
+    let record = tuning::record::TuningRecord::load(&args.record)?;
+    if let Some(chart) = &args.chart {
+        tuning::record::write_atomically(chart, tuning::chart::svg(&record).as_bytes())
+            .with_context(|| format!("writing the chart {}", chart.display()))?;
+        eprintln!("chart written to {}", chart.display());
+    }
+    print_out(&tuning::report::render(&record));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn profile_sweep(args: ProfileSweepArgs) -> anyhow::Result<ExitCode> {
+    let client = ceph_client(&args.ceph)?;
+    let optional = |flag: &str, c: &Option<String>| -> anyhow::Result<Option<Vec<String>>> {
+        c.as_deref().map(|c| split_command(flag, c)).transpose()
+    };
+    if !(args.multiplier > 1.0 && args.multiplier.is_finite()) {
+        anyhow::bail!("--multiplier {} must be a number above 1", args.multiplier);
+    }
+    let plan = tuning::sweep::SweepPlan {
+        window: args.window.0,
+        settle: args.settle.0,
+        fio: split_command("--fio-cmd", &args.fio_cmd)?,
+        start_recovery: optional("--start-recovery", &args.start_recovery)?,
+        stop_recovery: optional("--stop-recovery", &args.stop_recovery)?,
+        wait_recovery: args.wait_recovery.0,
+        multiplier: args.multiplier,
+    };
+    let result = runtime()?.block_on(async {
+        let mut cancel = cancel_on_signals();
+        let mut progress = tuning::measure::TerminalProgress::new();
+        tuning::sweep::sweep(
+            &client,
+            &tuning::measure::ProcessFio,
+            &plan,
+            &mut progress,
+            &mut cancel,
+        )
+        .await
+    })?;
+    match args.format {
+        StatusFormat::Json => print_out(
+            &(serde_json::to_string_pretty(&result).context("encoding the result")? + "\n"),
+        ),
+        StatusFormat::Text => print_out(&tuning::sweep::render(&result)),
+    }
+    Ok(if result.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Exit 0: nothing flagged; 1: something flagged; 2: the dump could not be read.
+fn lint(args: LintArgs) -> anyhow::Result<ExitCode> {
+    match lint_findings(&args) {
+        Ok((findings, facts)) => {
+            match args.format {
+                StatusFormat::Json => print_out(
+                    &(serde_json::to_string_pretty(&serde_json::json!({
+                        "scheduler": facts,
+                        "findings": findings,
+                    }))
+                    .context("encoding the findings")?
+                        + "\n"),
+                ),
+                StatusFormat::Text => print_out(&tuning::lint::render_text(&findings, &facts)),
+            }
+            Ok(ExitCode::from(u8::from(!findings.is_empty())))
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn lint_findings(
+    args: &LintArgs,
+) -> anyhow::Result<(
+    Vec<tuning::lint::Finding>,
+    tuning::knowledge::SchedulerFacts,
+)> {
+    use ceph_recovery_budget::ceph::parse::config_dump;
+    let (entries, mut facts) = match &args.file {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("reading the config dump {}", path.display()))?;
+            let entries = config_dump::parse(&bytes).with_context(|| {
+                format!(
+                    "{} is not the output of `ceph config dump -f json`",
+                    path.display()
+                )
+            })?;
+            let facts = tuning::knowledge::facts_from_dump(&entries);
+            (entries, facts)
+        }
+        None => {
+            let client = ceph_client(&args.ceph)?;
+            runtime()?.block_on(async {
+                let entries = tuning::cluster::config_dump(&client).await?;
+                // The daemons know what they run (ceph.conf beats the database).
+                let (facts, _) = tuning::cluster::scheduler_facts(&client).await?;
+                Ok::<_, tuning::TuningError>((entries, facts))
+            })?
+        }
+    };
+    if let Some(q) = &args.op_queue {
+        facts.op_queue = Some(q.clone());
+    }
+    Ok((tuning::lint::lint(&entries, &facts), facts))
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.

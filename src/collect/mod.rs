@@ -263,7 +263,7 @@ fn parse_with<T>(
     })
 }
 
-async fn run_parsed<C: Client, T>(
+pub(crate) async fn run_parsed<C: Client, T>(
     client: &C,
     command: CephCommand,
     f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
@@ -276,7 +276,7 @@ async fn run_parsed<C: Client, T>(
 /// Runs `tell osd.* ...` and parses each OSD's answer; OSDs that fail are reported, not fatal,
 /// as long as one answered. `tell` exits non-zero when any OSD is down, so the exit code alone
 /// does not decide.
-async fn run_tell<C: Client, T>(
+pub(crate) async fn run_tell<C: Client, T>(
     client: &C,
     command: CephCommand,
     f: impl Fn(&[u8]) -> Result<T, ParseError>,
@@ -543,7 +543,7 @@ async fn timed<F: std::future::Future>(fut: F) -> (Instant, F::Output) {
     (t, fut.await)
 }
 
-async fn collect_schedulers<C: Client>(
+pub(crate) async fn collect_schedulers<C: Client>(
     client: &C,
 ) -> Result<BTreeMap<String, OsdScheduler>, CollectError> {
     let (queues, profiles) = tokio::join!(

@@ -69,7 +69,7 @@ mod tests;
 /// Serialized (serde) as `{"write": {"iops": N, "bandwidth_bytes_per_second": N,
 /// "latency_seconds": {"p50": S, "p95": S, "p99": S}}}`, absent directions and percentiles
 /// omitted; `warnings` are not serialized.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FioSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read: Option<DirectionSummary>,
@@ -79,7 +79,7 @@ pub struct FioSummary {
     pub trim: Option<DirectionSummary>,
     /// Things the caller should know (data left out, report cut short, fio's own warnings), one
     /// sentence each, meant for stderr.
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub warnings: Vec<String>,
 }
 
@@ -97,7 +97,7 @@ impl FioSummary {
 }
 
 /// One direction (read, write or trim), summed over the jobs that did it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DirectionSummary {
     /// I/O operations per second.
     pub iops: f64,
@@ -108,7 +108,7 @@ pub struct DirectionSummary {
 }
 
 /// Latency percentiles in seconds; `None` when the report does not contain them.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Percentiles {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50: Option<f64>,

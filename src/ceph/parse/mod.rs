@@ -18,7 +18,7 @@ pub mod pools;
 pub mod status;
 pub mod tell;
 
-mod json;
+pub(crate) mod json;
 
 /// Why a command output could not be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

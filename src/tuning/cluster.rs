@@ -1,0 +1,336 @@
+//! What the tuning commands ask of and do to the cluster, over [`Client`]: read the config
+//! database, the daemons' running values and the object counts; set and remove one option.
+
+use std::collections::BTreeMap;
+
+use crate::ceph::parse::{self, config_dump::ConfigEntry, ParseError};
+use crate::ceph::{CephCommand, Client};
+use crate::collect::{self, commands};
+
+use super::knowledge::SchedulerFacts;
+use super::TuningError;
+
+async fn run<C: Client>(client: &C, args: &[&str]) -> Result<Vec<u8>, TuningError> {
+    let cmd = CephCommand::new(args.iter().copied());
+    let out = client
+        .run(&cmd)
+        .await
+        .map_err(|e| TuningError::Ceph(e.to_string()))?;
+    out.success(&cmd)
+        .map(<[u8]>::to_vec)
+        .map_err(|e| TuningError::Ceph(e.to_string()))
+}
+
+fn parsed<T>(what: &str, r: Result<T, ParseError>) -> Result<T, TuningError> {
+    r.map_err(|e| TuningError::Ceph(format!("cannot parse `ceph {what}`: {e}")))
+}
+
+pub async fn status<C: Client>(client: &C) -> Result<parse::status::ClusterStatus, TuningError> {
+    let out = run(client, &["status"]).await?;
+    parsed("status", parse::status::parse(&out))
+}
+
+pub async fn config_dump<C: Client>(client: &C) -> Result<Vec<ConfigEntry>, TuningError> {
+    let out = run(client, &["config", "dump"]).await?;
+    parsed("config dump", parse::config_dump::parse(&out))
+}
+
+/// `ceph config get osd NAME`: the value the database gives OSDs (its default when not set).
+/// Fails for an option Ceph does not know.
+pub async fn config_get_osd<C: Client>(client: &C, name: &str) -> Result<String, TuningError> {
+    let out = run(client, &["config", "get", "osd", name]).await?;
+    parsed("config get", parse::config_value::parse_plain(&out))
+}
+
+/// The value `ceph config set osd NAME` writes: section `osd`, no mask. `None` = not set there.
+pub fn osd_section_value(entries: &[ConfigEntry], name: &str) -> Option<String> {
+    entries
+        .iter()
+        .find(|e| e.section == "osd" && e.mask.is_empty() && same_option(&e.name, name))
+        .map(|e| e.value.clone())
+}
+
+/// Entries for `name` that beat the section-wide `osd` value for some OSDs (a per-daemon
+/// section or a mask), as "osd.3 = 1" lines for warnings.
+pub fn narrower_values(entries: &[ConfigEntry], name: &str) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| same_option(&e.name, name))
+        .filter(|e| e.section.starts_with("osd.") || (e.section == "osd" && !e.mask.is_empty()))
+        .map(|e| {
+            if e.mask.is_empty() {
+                format!("{} = {}", e.section, e.value)
+            } else {
+                format!("{}/{} = {}", e.section, e.mask, e.value)
+            }
+        })
+        .collect()
+}
+
+/// Ceph accepts `osd-max-backfills` for `osd_max_backfills`.
+pub fn same_option(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || (matches!(x, b'-' | b'_') && matches!(y, b'-' | b'_')))
+}
+
+/// Two spellings of one value: equal as text, or as numbers (`0.10` and `0.1`), or as booleans.
+pub fn same_value(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return true;
+    }
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => matches!(
+            (bool_of(a), bool_of(b)),
+            (Some(x), Some(y)) if x == y
+        ),
+    }
+}
+
+fn bool_of(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// What each OSD runs for `key` (`ceph tell osd.* config get KEY`), and the OSDs that did not say.
+pub async fn osd_values<C: Client>(
+    client: &C,
+    key: &str,
+) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), TuningError> {
+    collect::run_tell(client, commands::osd_config_get(key), |b| {
+        parse::config_value::parse_tell_config_get(b, key)
+    })
+    .await
+    .map_err(|e| TuningError::Ceph(e.to_string()))
+}
+
+/// The scheduler the OSDs run, from the daemons themselves (a value in ceph.conf beats the
+/// config database, so the database alone can be wrong). `warnings` says when OSDs disagree.
+pub async fn scheduler_facts<C: Client>(
+    client: &C,
+) -> Result<(SchedulerFacts, Vec<String>), TuningError> {
+    let mut warnings = Vec::new();
+    let (queues, _) = osd_values(client, "osd_op_queue").await?;
+    let op_queue = agreed("osd_op_queue", &queues, &mut warnings);
+    let mclock_profile = match osd_values(client, "osd_mclock_profile").await {
+        Ok((profiles, _)) => agreed("osd_mclock_profile", &profiles, &mut warnings),
+        Err(_) => None,
+    };
+    // Absent before Reef: the option is unknown to the daemon, which reads as false.
+    let override_recovery_settings =
+        match osd_values(client, "osd_mclock_override_recovery_settings").await {
+            Ok((v, _)) => v.values().all(|v| same_value(v, "true")) && !v.is_empty(),
+            Err(_) => false,
+        };
+    Ok((
+        SchedulerFacts {
+            op_queue,
+            mclock_profile,
+            override_recovery_settings,
+        },
+        warnings,
+    ))
+}
+
+fn agreed(
+    key: &str,
+    values: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let mut distinct: Vec<&String> = values.values().collect();
+    distinct.sort();
+    distinct.dedup();
+    match distinct.as_slice() {
+        [one] => Some((*one).clone()),
+        [] => None,
+        _ => {
+            warnings.push(format!(
+                "the OSDs do not agree on {key}: {}",
+                values
+                    .iter()
+                    .map(|(osd, v)| format!("{osd}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            None
+        }
+    }
+}
+
+pub async fn set<C: Client>(client: &C, name: &str, value: &str) -> Result<(), TuningError> {
+    run(client, &["config", "set", "osd", name, value])
+        .await
+        .map(|_| ())
+}
+
+pub async fn rm<C: Client>(client: &C, name: &str) -> Result<(), TuningError> {
+    run(client, &["config", "rm", "osd", name])
+        .await
+        .map(|_| ())
+}
+
+/// Puts `name` back to `before` in the `osd` section (`None`: removes it) and checks the config
+/// database says so afterwards.
+pub async fn restore<C: Client>(
+    client: &C,
+    name: &str,
+    before: Option<&str>,
+) -> Result<(), TuningError> {
+    match before {
+        Some(v) => set(client, name, v).await?,
+        None => rm(client, name).await?,
+    }
+    let now = osd_section_value(&config_dump(client).await?, name);
+    let restored = match (before, now.as_deref()) {
+        (None, None) => true,
+        (Some(b), Some(n)) => b == n,
+        _ => false,
+    };
+    if restored {
+        Ok(())
+    } else {
+        Err(TuningError::Ceph(format!(
+            "after restoring {name} the config database shows {} instead of {}: check `ceph config dump | grep {name}`",
+            now.as_deref().unwrap_or("not set"),
+            before.unwrap_or("not set")
+        )))
+    }
+}
+
+/// Object copies per OSD (`ceph pg ls`: each PG's objects count once on every OSD of its up
+/// set), sorted fullest first: what one failed OSD would leave to recover.
+pub async fn object_copies_per_osd<C: Client>(
+    client: &C,
+) -> Result<Vec<(String, u64)>, TuningError> {
+    let out = run(client, &["pg", "ls"]).await?;
+    parsed("pg ls", objects_per_osd(&out))
+}
+
+pub fn objects_per_osd(out: &[u8]) -> Result<Vec<(String, u64)>, ParseError> {
+    use parse::json::{self as j, Path};
+    let v = j::parse_value(out)?;
+    let root = Path::Root;
+    // `pg ls` prints {"pg_ready":..,"pg_stats":[..]}; older releases a bare array.
+    let stats = match &v {
+        serde_json::Value::Array(a) => a,
+        other => {
+            let obj = j::as_object(other, &root)?;
+            match obj.get("pg_stats") {
+                Some(serde_json::Value::Array(a)) => a,
+                Some(o) => return Err(root.key("pg_stats").mismatch("an array", o)),
+                None => return Err(root.key("pg_stats").missing("an array")),
+            }
+        }
+    };
+    let mut per_osd: BTreeMap<i64, u64> = BTreeMap::new();
+    let stats_at = root.key("pg_stats");
+    for (i, pg) in stats.iter().enumerate() {
+        let at = stats_at.index(i);
+        let pg = j::as_object(pg, &at)?;
+        let sum_at = at.key("stat_sum");
+        let objects = match pg.get("stat_sum") {
+            Some(s) => j::opt_u64(j::as_object(s, &sum_at)?, "num_objects", &sum_at)?,
+            None => 0,
+        };
+        let up_at = at.key("up");
+        let up = match pg.get("up") {
+            Some(serde_json::Value::Array(a)) => a,
+            Some(o) => return Err(up_at.mismatch("an array", o)),
+            None => return Err(up_at.missing("an array")),
+        };
+        for osd in up.iter().filter_map(serde_json::Value::as_i64) {
+            // 2147483647 (or -1) marks a missing shard: no OSD holds it.
+            if (0..i64::from(i32::MAX)).contains(&osd) {
+                *per_osd.entry(osd).or_insert(0) += objects;
+            }
+        }
+    }
+    let mut out: Vec<(String, u64)> = per_osd
+        .into_iter()
+        .map(|(id, n)| (format!("osd.{id}"), n))
+        .collect();
+    out.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(section: &str, name: &str, value: &str, mask: &str) -> ConfigEntry {
+        ConfigEntry {
+            section: section.into(),
+            name: name.into(),
+            value: value.into(),
+            mask: mask.into(),
+        }
+    }
+
+    #[test]
+    fn the_osd_section_value_is_the_one_config_set_osd_writes() {
+        let dump = vec![
+            entry("global", "osd_max_backfills", "3", ""),
+            entry("osd", "osd_max_backfills", "2", "class:hdd"),
+            entry("osd.3", "osd_max_backfills", "5", ""),
+        ];
+        assert_eq!(osd_section_value(&dump, "osd_max_backfills"), None);
+        let mut with = dump.clone();
+        with.push(entry("osd", "osd-max-backfills", "1", ""));
+        assert_eq!(
+            osd_section_value(&with, "osd_max_backfills").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            narrower_values(&dump, "osd_max_backfills"),
+            vec!["osd/class:hdd = 2", "osd.3 = 5"]
+        );
+    }
+
+    #[test]
+    fn values_compare_by_meaning() {
+        assert!(same_value("0.10", "0.1"));
+        assert!(same_value("true", "1"));
+        assert!(same_value(" 4", "4"));
+        assert!(!same_value("4", "8"));
+        assert!(!same_value("balanced", "high_client_ops"));
+        assert!(same_option("osd-max-backfills", "osd_max_backfills"));
+        assert!(!same_option("osd_max_backfill", "osd_max_backfills"));
+    }
+
+    #[test]
+    fn object_copies_count_on_every_osd_of_the_up_set() {
+        let out = br#"{"pg_ready":true,"pg_stats":[
+            {"pgid":"1.0","stat_sum":{"num_objects":10},"up":[0,1,2],"acting":[0,1,2]},
+            {"pgid":"1.1","stat_sum":{"num_objects":5},"up":[1,2,2147483647],"acting":[1,2]},
+            {"pgid":"1.2","stat_sum":{},"up":[3],"acting":[3]}]}"#;
+        assert_eq!(
+            objects_per_osd(out).unwrap(),
+            vec![
+                ("osd.1".to_string(), 15),
+                ("osd.2".to_string(), 15),
+                ("osd.0".to_string(), 10),
+                ("osd.3".to_string(), 0)
+            ]
+        );
+        let real = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/undersized/ceph_pg_ls_undersized.json"
+        ))
+        .unwrap();
+        assert!(!objects_per_osd(&real).unwrap().is_empty());
+        assert!(objects_per_osd(b"{\"pg_stats\":3}")
+            .unwrap_err()
+            .to_string()
+            .contains("pg_stats"));
+        assert!(objects_per_osd(b"[{\"stat_sum\":{}}]")
+            .unwrap_err()
+            .to_string()
+            .contains("up"));
+    }
+}
