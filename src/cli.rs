@@ -149,8 +149,12 @@ pub struct BaselineArgs {
     #[arg(long = "cluster-name", value_name = "NAME", default_value = "ceph")]
     pub cluster_name: String,
     /// Client p99 may rise to this many times the baseline p99: every step is judged by it
-    #[arg(long, value_name = "X", default_value_t = 2.0)]
-    pub multiplier: f64,
+    /// [default: the enforcer's multiplier from --config.file, else 2]
+    #[arg(long, value_name = "X")]
+    pub multiplier: Option<f64>,
+    /// The `serve` config file whose enforcer policy (multiplier) the steps are judged by
+    #[arg(long = "config.file", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
     #[command(flatten)]
     pub ceph: CephArgs,
 }

@@ -202,6 +202,20 @@ fn cancel_on_signals() -> watch::Receiver<bool> {
     rx
 }
 
+/// Runs a long tuning command with progress on stderr, stopping cleanly on Ctrl-C/SIGTERM.
+fn interruptible<T>(
+    f: impl AsyncFnOnce(
+        &mut tuning::measure::TerminalProgress,
+        &mut watch::Receiver<bool>,
+    ) -> Result<T, tuning::TuningError>,
+) -> anyhow::Result<T> {
+    Ok(runtime()?.block_on(async {
+        let mut cancel = cancel_on_signals();
+        let mut progress = tuning::measure::TerminalProgress::new();
+        f(&mut progress, &mut cancel).await
+    })?)
+}
+
 fn fio_plan(args: &FioArgs) -> anyhow::Result<Option<tuning::measure::FioPlan>> {
     match (&args.fio_output, &args.fio_cmd) {
         (Some(path), _) => Ok(Some(
@@ -231,23 +245,32 @@ fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     let fio = fio_plan(&args.fio)?.context(
         "the baseline needs client latency: give --fio-output FILE (a fio report) or --fio-cmd 'fio ...'",
     )?;
+    // The same bound as the enforcer's policy, when its config file is given.
+    let multiplier = match (args.multiplier, &args.config_file) {
+        (Some(m), _) => m,
+        (None, Some(path)) => {
+            let file = FileConfig::load(path)?;
+            Settings::resolve(&file, path, &Default::default())?
+                .policy
+                .multiplier
+        }
+        (None, None) => 2.0,
+    };
     let plan = tuning::cycle::BaselinePlan {
         record: args.record.clone(),
         window: args.window.0,
         fio,
         hardware: args.hardware,
         cluster_name: args.cluster_name,
-        multiplier: args.multiplier,
+        multiplier,
     };
-    let record = runtime()?.block_on(async {
-        let mut cancel = cancel_on_signals();
-        let mut progress = tuning::measure::TerminalProgress::new();
+    let record = interruptible(async |progress, cancel| {
         tuning::cycle::baseline(
             &client,
             &tuning::measure::ProcessFio,
             &plan,
-            &mut progress,
-            &mut cancel,
+            progress,
+            cancel,
         )
         .await
     })?;
@@ -308,16 +331,15 @@ fn tune_step(args: TuneStepArgs) -> anyhow::Result<ExitCode> {
         min_gain: args.min_gain / 100.0,
     };
     let client = ceph_client(&args.ceph)?;
-    let outcome = runtime()?.block_on(async {
-        let mut cancel = cancel_on_signals();
-        let mut progress = tuning::measure::TerminalProgress::new();
+    let outcome = interruptible(async |progress, cancel| {
+        let asker = &mut tuning::cycle::TerminalAsker;
         tuning::cycle::step(
             &client,
             &tuning::measure::ProcessFio,
             &plan,
-            &mut tuning::cycle::TerminalAsker,
-            &mut progress,
-            &mut cancel,
+            asker,
+            progress,
+            cancel,
         )
         .await
     })?;
@@ -367,15 +389,13 @@ fn profile_sweep(args: ProfileSweepArgs) -> anyhow::Result<ExitCode> {
         wait_recovery: args.wait_recovery.0,
         multiplier: args.multiplier,
     };
-    let result = runtime()?.block_on(async {
-        let mut cancel = cancel_on_signals();
-        let mut progress = tuning::measure::TerminalProgress::new();
+    let result = interruptible(async |progress, cancel| {
         tuning::sweep::sweep(
             &client,
             &tuning::measure::ProcessFio,
             &plan,
-            &mut progress,
-            &mut cancel,
+            progress,
+            cancel,
         )
         .await
     })?;

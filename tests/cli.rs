@@ -100,6 +100,9 @@ fn every_subcommand_has_useful_help() {
         ("status", "--url"),
         ("check-config", "FILE"),
         ("fio-summary", "percentile"),
+        ("baseline", "--fio-cmd"),
+        ("profile-sweep", "--start-recovery"),
+        ("lint", "--file"),
     ] {
         let out = bin().args([sub, "--help"]).output().unwrap();
         assert!(out.status.success());
@@ -120,4 +123,163 @@ fn status_without_a_server_says_what_to_check() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("is `ceph-recovery-budget serve` running there?"));
+}
+
+#[test]
+fn tune_help_lists_the_cycle() {
+    for (sub, expect) in [("step", "--goal-recovery-time"), ("report", "--chart")] {
+        let out = bin().args(["tune", sub, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(expect) && text.contains("Examples"),
+            "{sub}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_step_changes_exactly_one_setting() {
+    let out = bin()
+        .args([
+            "tune",
+            "step",
+            "--record",
+            &fixture("tuning/lab-record.yaml"),
+            "--set",
+            "osd_max_backfills=2",
+            "--set",
+            "osd_recovery_max_active=4",
+            "--ceph-cmd",
+            "/nonexistent/ceph",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--set was given 2 times") && err.contains("exactly one setting"),
+        "{err}"
+    );
+    let out = bin()
+        .args([
+            "tune",
+            "step",
+            "--record",
+            "x.yaml",
+            "--set",
+            "osd_max_backfills=2,osd_recovery_max_active=4",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("several settings"));
+    // Deciding needs a decision.
+    let out = bin()
+        .args(["tune", "decide", "--record", "x.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn tune_report_renders_a_real_record_and_its_chart() {
+    let dir = std::env::temp_dir().join(format!("crb-cli-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let chart = dir.join("chart.svg");
+    let out = bin()
+        .args([
+            "tune",
+            "report",
+            "--record",
+            &fixture("tuning/lab-record.yaml"),
+            "--chart",
+            chart.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Cluster: ceph-lab (fsid 4820c478-3324-4977-bed8-4e9e1d7df53b)
+Date: 2026-11-30
+Hardware: 4x 10 GiB sparse-file bluestore OSDs, 2 cores
+Scheduler: mclock, high_client_ops profile
+Bound: client p99 write within 2x the baseline's 591 ms = 1183 ms
+
+baseline:                           166 obj/s recovery, p99 write 591 ms
+mclock_profile high_recovery_ops:   165 obj/s, p99 518 ms   <- reverted, no gain: 165 obj/s vs 166 obj/s with baseline (needs > 5% faster)
+
+final: no change from the baseline
+"
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("</svg>") && svg.contains("mclock_profile high_recovery_ops"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let out = bin()
+        .args(["tune", "report", "--record", "/nonexistent.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("baseline --record"));
+}
+
+#[test]
+fn lint_exit_codes_tell_clean_flagged_and_unreadable_apart() {
+    let lint = |args: &[&str]| {
+        let out = bin().arg("lint").args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = lint(&["--file", &fixture("healthy-idle/ceph_config_dump.json")]);
+    assert_eq!(code, Some(0), "{out}");
+    // The rebalance dump sets an mClock profile: nothing under wpq reads it.
+    let (code, out, _) = lint(&[
+        "--file",
+        &fixture("rebalance/ceph_config_dump.json"),
+        "--op-queue",
+        "wpq",
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("osd_mclock_profile"), "{out}");
+    let (code, _, err) = lint(&["--file", &fixture("fio/fio_base.json")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("is not the output of `ceph config dump -f json`"),
+        "{err}"
+    );
+    let (code, _, err) = lint(&["--file", "/nonexistent.json"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent.json"), "{err}");
+}
+
+#[test]
+fn baseline_needs_a_latency_source_and_a_usable_report() {
+    let out = bin()
+        .args(["baseline", "--record", "/tmp/never.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fio-output FILE"));
+    // A read-only fio report cannot give a write p99: refused before any waiting.
+    let out = bin()
+        .args([
+            "baseline",
+            "--record",
+            "/tmp/never.yaml",
+            "--fio-output",
+            &fixture("fio/fio-2.x-rbd-randread-debug_ms-0.txt"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no write completion-latency p99"));
+    assert!(!std::path::Path::new("/tmp/never.yaml").exists());
 }

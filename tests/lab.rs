@@ -384,3 +384,226 @@ fn enforcer_throttles_suspends_and_restores_on_a_real_cluster() {
     ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
     let _ = std::fs::remove_file(&state_file);
 }
+
+/// `ceph-recovery-budget ARGS` against the lab, in `dir`.
+fn crb(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
+        .args(args)
+        .current_dir(dir)
+        .envs(lab_env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ceph-recovery-budget");
+    eprintln!(
+        "lab: ceph-recovery-budget {args:?} -> {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn recovering() -> bool {
+    let s = ceph_json(&["status"]);
+    let n = |k: &str| s["pgmap"][k].as_u64().unwrap_or(0);
+    n("degraded_objects") + n("misplaced_objects") > 0
+}
+
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn tuning_cycle_on_a_real_cluster() {
+    use ceph_recovery_budget::tuning::record::{Action, TuningRecord};
+    prepare_lab();
+    let dir = std::env::temp_dir().join(format!("crb-lab-tuning-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fio_cmd = format!("{} fio-json 8", repo().join("scripts/ceph-lab").display());
+
+    // lint: clean, then a costly debug_ms flagged with exit 1.
+    assert_eq!(crb(&dir, &["lint"]).status.code(), Some(0));
+    ceph(&["config", "set", "osd", "debug_ms", "1/5"]);
+    let out = crb(&dir, &["lint", "--format", "json"]);
+    ceph(&["config", "rm", "osd", "debug_ms"]);
+    assert_eq!(out.status.code(), Some(1));
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).expect("lint JSON");
+    assert_eq!(findings["findings"][0]["name"], "debug_ms");
+    assert_eq!(findings["scheduler"]["op_queue"], "mclock_scheduler");
+
+    // A controlled recovery where the bound applies (no PG undersized).
+    lab(&["rebalance-start", "3", "0.05"]);
+    wait_until(Duration::from_secs(60), "recovery started", recovering);
+
+    let out = crb(
+        &dir,
+        &[
+            "baseline",
+            "--record",
+            "tuning.yaml",
+            "--window",
+            "10s",
+            "--fio-cmd",
+            &fio_cmd,
+            "--cluster-name",
+            "lab",
+            "--hardware",
+            "4 file-backed OSDs",
+        ],
+    );
+    assert!(out.status.success());
+    let record = TuningRecord::load(&dir.join("tuning.yaml")).expect("baseline record");
+    let fsid = ceph_json(&["status"])["fsid"].as_str().map(str::to_string);
+    assert_eq!(Some(record.cluster.fsid.clone()), fsid);
+    assert_eq!(record.baseline.scheduler.op_queue, "mclock_scheduler");
+    let m = &record.baseline.measurement;
+    assert_eq!(m.interrupted, None);
+    assert!(m.recovery.running, "{m:?}");
+    assert!(
+        m.recovery.objects_per_second.is_some_and(|r| r > 0.0),
+        "{m:?}"
+    );
+    let p99 = m.client.as_ref().and_then(|c| c.write_p99());
+    assert!(p99.is_some_and(|p| p > 0.0), "{m:?}");
+
+    // Step 1: a setting that was not set; applied while the step runs, `config rm` after.
+    assert_eq!(configured("osd_mclock_profile"), None);
+    let step = std::process::Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
+        .args([
+            "tune",
+            "step",
+            "--record",
+            "tuning.yaml",
+            "--set",
+            "osd_mclock_profile=high_recovery_ops",
+            "--settle",
+            "3s",
+            "--window",
+            "8s",
+            "--revert",
+            "--force",
+        ])
+        .current_dir(&dir)
+        .envs(lab_env())
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start tune step");
+    wait_until(
+        Duration::from_secs(60),
+        "the OSDs run the step's value",
+        || running_profile(0) == "high_recovery_ops",
+    );
+    let status = step.wait_with_output().expect("tune step").status;
+    assert!(status.success(), "{status}");
+    assert_eq!(configured("osd_mclock_profile"), None, "not set again");
+    wait_until(
+        Duration::from_secs(30),
+        "OSDs back on their default",
+        || running_profile(0) == "high_client_ops",
+    );
+
+    // Step 2: a setting with a prior value goes back to exactly that value.
+    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
+    let out = crb(
+        &dir,
+        &[
+            "tune",
+            "step",
+            "--record",
+            "tuning.yaml",
+            "--set",
+            "osd_mclock_profile=high_recovery_ops",
+            "--settle",
+            "2s",
+            "--window",
+            "8s",
+            "--revert",
+            "--force",
+        ],
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        configured("osd_mclock_profile").as_deref(),
+        Some("balanced")
+    );
+
+    let record = TuningRecord::load(&dir.join("tuning.yaml")).expect("record");
+    assert_eq!(record.steps.len(), 2);
+    for (step, before) in record.steps.iter().zip([None, Some("balanced")]) {
+        assert_eq!(step.setting, "osd_mclock_profile");
+        assert_eq!(step.before.as_deref(), before);
+        assert_eq!(
+            step.decision.as_ref().map(|d| d.action),
+            Some(Action::Reverted)
+        );
+        let m = step.measurement.as_ref().expect("the pair's second half");
+        assert_eq!(m.interrupted, None, "{m:?}");
+        assert!(m.client.as_ref().and_then(|c| c.write_p99()).is_some());
+        assert!(step.verdict.is_some());
+    }
+
+    // The report and the chart.
+    let out = crb(
+        &dir,
+        &[
+            "tune",
+            "report",
+            "--record",
+            "tuning.yaml",
+            "--chart",
+            "tuning.svg",
+        ],
+    );
+    assert!(out.status.success());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.starts_with("Cluster: lab (fsid "), "{report}");
+    assert!(
+        report.contains("mclock_profile high_recovery_ops:"),
+        "{report}"
+    );
+    assert!(report.contains("<- reverted"), "{report}");
+    let svg = std::fs::read_to_string(dir.join("tuning.svg")).expect("chart");
+    assert!(
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{svg:.100}"
+    );
+
+    lab(&["rebalance-stop"]);
+    ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
+    lab(&["wait-clean", "300"]);
+
+    // profile-sweep puts back the profile it found, whatever the rows could measure.
+    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
+    let lab_script = repo().join("scripts/ceph-lab").display().to_string();
+    let out = crb(
+        &dir,
+        &[
+            "profile-sweep",
+            "--fio-cmd",
+            &format!("{lab_script} fio-json 5"),
+            "--window",
+            "5s",
+            "--settle",
+            "1s",
+            "--start-recovery",
+            &format!("{lab_script} rebalance-start 3 0.05"),
+            "--stop-recovery",
+            &format!("{lab_script} rebalance-stop"),
+            "--format",
+            "json",
+        ],
+    );
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sweep JSON");
+    let rows = sweep["rows"].as_array().expect("rows");
+    assert!(rows.len() >= 2, "{sweep}");
+    assert!(rows[0]["p99_seconds"].as_f64().is_some(), "{sweep}");
+    assert!(
+        rows[1]["recovery_objects_per_second"].as_f64().is_some(),
+        "{sweep}"
+    );
+    assert_eq!(
+        configured("osd_mclock_profile").as_deref(),
+        Some("balanced")
+    );
+    ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
+    lab(&["wait-clean", "300"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

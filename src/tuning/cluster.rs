@@ -264,12 +264,7 @@ mod tests {
     use super::*;
 
     fn entry(section: &str, name: &str, value: &str, mask: &str) -> ConfigEntry {
-        ConfigEntry {
-            section: section.into(),
-            name: name.into(),
-            value: value.into(),
-            mask: mask.into(),
-        }
+        ConfigEntry::new(section, name, value, mask)
     }
 
     #[test]

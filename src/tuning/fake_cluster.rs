@@ -54,6 +54,10 @@ impl FakeCluster {
         })))
     }
 
+    pub fn db_value(&self, key: &str) -> Option<String> {
+        self.db().get(key).cloned()
+    }
+
     pub fn db(&self) -> BTreeMap<String, String> {
         self.0.lock().unwrap().db.clone()
     }

@@ -397,12 +397,7 @@ mod tests {
     }
 
     fn masked(section: &str, name: &str, value: &str, mask: &str) -> ConfigEntry {
-        ConfigEntry {
-            section: section.into(),
-            name: name.into(),
-            value: value.into(),
-            mask: mask.into(),
-        }
+        ConfigEntry::new(section, name, value, mask)
     }
 
     fn mclock() -> SchedulerFacts {

@@ -16,6 +16,17 @@ pub struct ConfigEntry {
     pub mask: String,
 }
 
+impl ConfigEntry {
+    pub fn new(section: &str, name: &str, value: &str, mask: &str) -> Self {
+        Self {
+            section: section.into(),
+            name: name.into(),
+            value: value.into(),
+            mask: mask.into(),
+        }
+    }
+}
+
 pub fn parse(out: &[u8]) -> Result<Vec<ConfigEntry>, ParseError> {
     from_value(&parse_value(out)?)
 }

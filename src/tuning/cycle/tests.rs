@@ -95,6 +95,25 @@ async fn run_step(
     Ok((out, progress.lines))
 }
 
+async fn step_ok(
+    cluster: &FakeCluster,
+    path: &Path,
+    setting: &str,
+    mode: DecideMode,
+) -> (StepOutcome, Vec<String>) {
+    match run_step(cluster, &step_plan(path, setting, mode), None).await {
+        Ok(out) => out,
+        Err(e) => panic!("step {setting}: {e}"),
+    }
+}
+
+async fn refused(cluster: &FakeCluster, plan: &StepPlan) -> String {
+    match run_step(cluster, plan, None).await {
+        Ok(_) => panic!("step {}={} was not refused", plan.setting, plan.value),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn baseline_records_both_numbers_and_the_cluster() {
     let cluster = FakeCluster::new(1_000_000.0);
@@ -191,13 +210,7 @@ async fn a_favourable_step_is_kept_and_a_poor_trade_reverted_exactly() {
     let path = tmp_record("cycle");
     run_baseline(&cluster, &path).await;
 
-    let (out, lines) = run_step(
-        &cluster,
-        &step_plan(&path, "osd_max_backfills=4", DecideMode::Auto),
-        None,
-    )
-    .await
-    .unwrap();
+    let (out, lines) = step_ok(&cluster, &path, "osd_max_backfills=4", DecideMode::Auto).await;
     assert_eq!(out.end, StepEnd::Kept, "{lines:#?}");
     let s = &out.record.steps[0];
     assert_eq!(s.before, None);
@@ -206,36 +219,24 @@ async fn a_favourable_step_is_kept_and_a_poor_trade_reverted_exactly() {
         Some(400.0)
     );
     assert!(s.verdict.as_ref().unwrap().favourable);
-    assert_eq!(
-        cluster.db().get("osd_max_backfills").map(String::as_str),
-        Some("4")
-    );
+    assert_eq!(cluster.db_value("osd_max_backfills").as_deref(), Some("4"));
 
     // 8 backfills: faster, but p99 34 ms breaks the 24 ms bound -> reverted to 4, by `set`.
-    let (out, _) = run_step(
-        &cluster,
-        &step_plan(&path, "osd_max_backfills=8", DecideMode::Auto),
-        None,
-    )
-    .await
-    .unwrap();
+    let (out, _) = step_ok(&cluster, &path, "osd_max_backfills=8", DecideMode::Auto).await;
     assert_eq!(out.end, StepEnd::Reverted);
     let s = &out.record.steps[1];
     assert_eq!(s.before.as_deref(), Some("4"));
     assert!(s.verdict.as_ref().unwrap().reason.starts_with("poor trade"));
-    assert_eq!(
-        cluster.db().get("osd_max_backfills").map(String::as_str),
-        Some("4")
-    );
+    assert_eq!(cluster.db_value("osd_max_backfills").as_deref(), Some("4"));
 
     // A setting that was not set goes back to not set: `config rm`, not a guessed default.
-    let (out, _) = run_step(
+    let (out, _) = step_ok(
         &cluster,
-        &step_plan(&path, "osd_recovery_max_active=3", DecideMode::Revert),
-        None,
+        &path,
+        "osd_recovery_max_active=3",
+        DecideMode::Revert,
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(out.end, StepEnd::Reverted);
     assert!(!cluster.db().contains_key("osd_recovery_max_active"));
     assert_eq!(
@@ -262,13 +263,7 @@ async fn an_undecided_step_blocks_the_next_until_decided() {
     let path = tmp_record("undecided");
     run_baseline(&cluster, &path).await;
     // Nobody at the terminal: left applied and undecided.
-    let (out, lines) = run_step(
-        &cluster,
-        &step_plan(&path, "osd_max_backfills=2", DecideMode::Ask),
-        None,
-    )
-    .await
-    .unwrap();
+    let (out, lines) = step_ok(&cluster, &path, "osd_max_backfills=2", DecideMode::Ask).await;
     assert_eq!(out.end, StepEnd::Undecided);
     assert!(
         lines.iter().any(|l| l.contains("tune decide")),
@@ -337,10 +332,7 @@ async fn ctrl_c_during_a_step_puts_the_setting_back() {
     .await
     .unwrap();
     assert_eq!(out.end, StepEnd::Interrupted);
-    assert_eq!(
-        cluster.db().get("osd_max_backfills").map(String::as_str),
-        Some("3")
-    );
+    assert_eq!(cluster.db_value("osd_max_backfills").as_deref(), Some("3"));
     let saved = TuningRecord::load(&path).unwrap();
     assert_eq!(saved.steps[0].decision.as_ref().unwrap().by, "interrupted");
     assert_eq!(saved.steps[0].measurement, None);
@@ -357,49 +349,33 @@ async fn wasted_steps_are_refused_before_anything_changes() {
     run_baseline(&cluster, &path).await;
 
     // A recovery sleep under mClock does nothing.
-    let e = run_step(
+    let e = refused(
         &cluster,
         &step_plan(&path, "osd_recovery_sleep_hdd=0", DecideMode::Auto),
-        None,
     )
-    .await
-    .err()
-    .unwrap()
-    .to_string();
+    .await;
     assert!(
         e.contains("would be wasted") && e.contains("--force"),
         "{e}"
     );
     // The value it already has.
-    let e = run_step(
+    let e = refused(
         &cluster,
         &step_plan(&path, "osd_max_backfills=1", DecideMode::Auto),
-        None,
     )
-    .await
-    .err()
-    .unwrap()
-    .to_string();
+    .await;
     assert!(e.contains("already 1"), "{e}");
     // An option Ceph does not know.
-    let e = run_step(
+    let e = refused(
         &cluster,
         &step_plan(&path, "osd_max_backfill=1", DecideMode::Auto),
-        None,
     )
-    .await
-    .err()
-    .unwrap()
-    .to_string();
+    .await;
     assert!(e.contains("is the option name right"), "{e}");
     // A goal the baseline already meets (100 obj/s).
     let mut plan = step_plan(&path, "osd_max_backfills=2", DecideMode::Auto);
     plan.goal = Some(GoalSpec::Rate(90.0));
-    let e = run_step(&cluster, &plan, None)
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(&cluster, &plan).await;
     assert!(e.contains("goal is already reached"), "{e}");
     assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
 
@@ -421,13 +397,7 @@ async fn a_value_the_daemons_do_not_take_is_a_warning_in_the_record() {
     });
     let path = tmp_record("pinned");
     run_baseline(&cluster, &path).await;
-    let (out, _) = run_step(
-        &cluster,
-        &step_plan(&path, "osd_max_backfills=4", DecideMode::Auto),
-        None,
-    )
-    .await
-    .unwrap();
+    let (out, _) = step_ok(&cluster, &path, "osd_max_backfills=4", DecideMode::Auto).await;
     let w = &out.record.steps[0].warnings;
     assert!(
         w.iter()
@@ -464,11 +434,7 @@ async fn a_recovery_time_goal_is_estimated_from_the_fullest_osd() {
     let mut plan = step_plan(&path, "osd_max_backfills=4", DecideMode::Auto);
     plan.goal = Some(GoalSpec::RecoveryTime(Duration::from_secs(3600)));
     // Without `pg ls` there is nothing to estimate from: said, not guessed.
-    let e = run_step(&cluster, &plan, None)
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(&cluster, &plan).await;
     assert!(e.contains("pg ls"), "{e}");
     assert!(TuningRecord::load(&path).unwrap().steps.is_empty());
 
@@ -489,11 +455,7 @@ async fn a_recovery_time_goal_is_estimated_from_the_fullest_osd() {
         value: "4".into(),
         ..plan
     };
-    let e = run_step(&cluster, &plan, None)
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let e = refused(&cluster, &plan).await;
     assert!(e.contains("goal is already reached"), "{e}");
 }
 
