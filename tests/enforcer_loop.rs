@@ -437,3 +437,69 @@ async fn a_set_that_timed_out_but_took_effect_counts_as_done() {
     assert!(!rig.events().iter().any(|e| e == "OVERRIDE"));
     let _ = std::fs::remove_file(&file);
 }
+
+/// `--latency.source prometheus`: the enforcer judges by the p99 Prometheus answers (here fast
+/// writes in the collected histograms, but a slow p99 from Prometheus), and holds when the
+/// answers stop or fail.
+#[tokio::test(start_paused = true)]
+async fn p99_from_prometheus_drives_the_throttle_and_its_absence_holds() {
+    use ceph_recovery_budget::latency::prometheus::ExternalP99;
+    let file = temp_state("prometheus");
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.enforcer = std::mem::replace(
+        &mut rig.enforcer,
+        Enforcer::new(
+            policy(Mode::Enforce, &file),
+            rig.cluster.actor.clone(),
+            TokioClock::starting_at(1.8e9),
+            EnforcerState::default(),
+            Some(0.010),
+            INTERVAL,
+            LogStyle::Text,
+        ),
+    )
+    .with_external_p99(rx);
+
+    // No answer yet: stale, so nothing is done even during a recovery.
+    rig.play(ClusterState::Rebalance, false, 6).await;
+    assert!(rig.commands().is_empty(), "{:?}", rig.commands());
+    assert!(
+        rig.events().contains(&"HOLD".to_string()),
+        "{:?}",
+        rig.events()
+    );
+
+    // Prometheus says 150 ms (bound 20 ms), answering every cycle: throttle after `for`.
+    for _ in 0..6 {
+        tx.send(Some(ExternalP99 {
+            at: tokio::time::Instant::now() + INTERVAL,
+            value: Ok(Some(0.150)),
+        }))
+        .unwrap();
+        rig.play(ClusterState::Rebalance, false, 1).await;
+    }
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+
+    // The query fails: held, and said with Prometheus' reason.
+    tx.send(Some(ExternalP99 {
+        at: tokio::time::Instant::now() + INTERVAL,
+        value: Err("bad_data: parse error".into()),
+    }))
+    .unwrap();
+    rig.play(ClusterState::Rebalance, false, 1).await;
+    let shared = rig.enforcer.shared();
+    let decisions: Vec<_> = shared.lock().unwrap().decisions.iter().cloned().collect();
+    assert!(
+        decisions.iter().any(
+            |d| d.event == "HOLD" && d.message.contains("query to Prometheus failed: bad_data")
+        ),
+        "{decisions:#?}"
+    );
+    // Nothing acted on while blind.
+    assert_eq!(rig.commands().len(), 1);
+    let _ = std::fs::remove_file(&file);
+}

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::collect::Snapshot;
+use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
 pub use actor::{Actor, CephActor};
 pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
@@ -109,6 +110,8 @@ pub struct Enforcer<A, K> {
     last_cycle: u64,
     interval: Duration,
     persist: bool,
+    /// `--latency.source prometheus`: p99 from a poller instead of the collected histograms.
+    external_p99: Option<watch::Receiver<Option<ExternalP99>>>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -137,7 +140,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             last_cycle: 0,
             interval,
             persist: true,
+            external_p99: None,
         }
+    }
+
+    /// Judge by the p99 a Prometheus poller publishes (`--latency.source prometheus`). An answer
+    /// older than three intervals, or a failed query, makes the observation stale (HOLD).
+    pub fn with_external_p99(mut self, rx: watch::Receiver<Option<ExternalP99>>) -> Self {
+        self.external_p99 = Some(rx);
+        self
     }
 
     pub fn shared(&self) -> Shared {
@@ -239,6 +250,30 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             Ok(Some(inc)) => quantile(0.99, &inc),
             _ => None,
         };
+        if let Some(rx) = &self.external_p99 {
+            let max_age = self.interval * 3;
+            let problem = match &*rx.borrow() {
+                None => Some("no answer from Prometheus yet".to_string()),
+                Some(a) if mono.saturating_duration_since(a.at) > max_age => Some(format!(
+                    "the last answer from Prometheus is {} old",
+                    fmt_secs(mono.saturating_duration_since(a.at).as_secs_f64())
+                )),
+                Some(ExternalP99 { value: Err(e), .. }) => {
+                    Some(format!("the p99 query to Prometheus failed: {e}"))
+                }
+                Some(ExternalP99 { value: Ok(v), .. }) => {
+                    obs.p99 = *v;
+                    None
+                }
+            };
+            if let Some(p) = problem {
+                obs.p99 = None;
+                obs.stale = Some(match obs.stale.take() {
+                    Some(s) => format!("{s}; {p}"),
+                    None => p,
+                });
+            }
+        }
         match (&self.policy.baseline, self.fixed_baseline) {
             (BaselineSpec::Learned, _) => match self.state.learned {
                 Some(l) => {

@@ -4,6 +4,8 @@
 //!
 //! Everything here is pure: no I/O and no clock reads (the caller passes the time in).
 
+pub mod aggregate;
+pub mod prometheus;
 mod quantile;
 mod window;
 
