@@ -142,6 +142,16 @@ fn hold_key(reason: &str) -> String {
         .join("; ")
 }
 
+/// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
+/// comparison would read our own wpq lever as someone else's change.
+fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
+        _ => false,
+    }
+}
+
 /// Seconds until another change is allowed, or 0.
 pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
     // A change stamped in the future (the wall clock was set back) counts as made now.
@@ -304,8 +314,8 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 .iter()
                 .filter(|(k, ours)| {
                     let now_v = obs.configured.get(*k).cloned().flatten();
-                    now_v.as_deref() != Some(ours.as_str())
-                        && now_v != state.original.get(*k).cloned().flatten()
+                    !same_setting(&now_v, &Some((*ours).clone()))
+                        && !same_setting(&now_v, &state.original.get(*k).cloned().flatten())
                 })
                 .map(|(k, ours)| {
                     format!(
@@ -544,7 +554,10 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
     }
 
     let action = want.and_then(|(kind, changes, reason)| {
-        let changes: Vec<Change> = changes.into_iter().filter(|c| c.from != c.to || kind == ActionKind::Restore).collect();
+        let changes: Vec<Change> = changes
+            .into_iter()
+            .filter(|c| !same_setting(&c.from, &c.to) || kind == ActionKind::Restore)
+            .collect();
         if changes.is_empty() && kind != ActionKind::Throttle {
             // Already as wanted (the operator's profile is the suspend profile, say): no
             // command, no change counted, but the state must move on.

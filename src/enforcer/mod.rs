@@ -4,6 +4,7 @@
 pub mod actor;
 pub mod decide;
 pub mod observation;
+pub mod pause;
 pub mod policy;
 pub mod state;
 pub mod view;

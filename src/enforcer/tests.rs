@@ -303,6 +303,32 @@ fn b5_recovery_resuming_during_settle_cancels_the_restore() {
     assert!(sim.state.recovery_ended_at.is_none());
 }
 
+/// Ceph stores `0.1` as `0.100000` (16.2.15): our own lever, read back, is not someone's change.
+#[test]
+fn b6_a_value_ceph_normalised_is_not_a_manual_change() {
+    let mut sim = Sim::new(policy());
+    sim.configured = BTreeMap::from([("osd_recovery_sleep_hdd".into(), None)]);
+    let wpq = Observation {
+        op_queue: OpQueue::Other("wpq".into()),
+        ..recovering(50.0)
+    };
+    assert_eq!(sim.run(&wpq, 16 * 60).len(), 1);
+    // What `ceph config dump` shows after `config set osd osd_recovery_sleep_hdd 0.1`.
+    sim.configured
+        .insert("osd_recovery_sleep_hdd".into(), Some("0.100000".into()));
+    assert!(sim.run(&wpq, 5 * 60).is_empty());
+    assert!(!sim.events().contains(&"OVERRIDE"), "{:?}", sim.events());
+    let restore = sim.run(
+        &Observation {
+            op_queue: OpQueue::Other("wpq".into()),
+            ..finished()
+        },
+        6 * 60,
+    );
+    assert_eq!(restore[0].kind, ActionKind::Restore);
+    assert_eq!(sim.configured.get("osd_recovery_sleep_hdd"), Some(&None));
+}
+
 #[test]
 fn b5_wpq_levers_are_set_and_restored_including_unset() {
     let mut sim = Sim::new(policy());

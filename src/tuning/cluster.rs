@@ -75,28 +75,7 @@ pub fn same_option(a: &str, b: &str) -> bool {
             .all(|(x, y)| x == y || (matches!(x, b'-' | b'_') && matches!(y, b'-' | b'_')))
 }
 
-/// Two spellings of one value: equal as text, or as numbers (`0.10` and `0.1`), or as booleans.
-pub fn same_value(a: &str, b: &str) -> bool {
-    let (a, b) = (a.trim(), b.trim());
-    if a == b {
-        return true;
-    }
-    match (a.parse::<f64>(), b.parse::<f64>()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => matches!(
-            (bool_of(a), bool_of(b)),
-            (Some(x), Some(y)) if x == y
-        ),
-    }
-}
-
-fn bool_of(s: &str) -> Option<bool> {
-    match s.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Some(true),
-        "false" | "no" | "off" | "0" => Some(false),
-        _ => None,
-    }
-}
+pub use crate::ceph::parse::config_value::same_value;
 
 /// What each OSD runs for `key` (`ceph tell osd.* config get KEY`), and the OSDs that did not say.
 pub async fn osd_values<C: Client>(

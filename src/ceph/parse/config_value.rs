@@ -102,6 +102,30 @@ pub fn parse_tell_config_get(body: &[u8], key: &str) -> Result<String, ParseErro
     }
 }
 
+/// Two spellings of one value: equal as text, or as numbers (`0.10` and `0.1`), or as booleans.
+/// Ceph stores `ceph config set osd osd_recovery_sleep_hdd 0.10` as `0.100000` (seen on 16.2.15).
+pub fn same_value(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return true;
+    }
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => matches!(
+            (bool_of(a), bool_of(b)),
+            (Some(x), Some(y)) if x == y
+        ),
+    }
+}
+
+fn bool_of(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
