@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# ceph-recovery-budget: the exporter (and enforcer) with the `ceph` CLI it runs.
+# ceph-recovery-budget: the exporter (and enforcer), built with the librados backend, and the
+# `ceph` CLI for the cli backend.
 #
 # Build (from the repository root):
 #   docker build -t ceph-recovery-budget:0.1.0 .
@@ -17,19 +18,24 @@
 #   docker buildx imagetools inspect debian:12.12-slim
 
 FROM rust:1.89-slim-bookworm AS builder
+# librados-dev: the librados backend (`--features librados`) links librados.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends librados-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 # Cargo.toml declares a bench target: cargo wants its file even for a plain build.
 COPY benches ./benches
-RUN cargo build --release --locked --bin ceph-recovery-budget \
+RUN cargo build --release --locked --features librados --bin ceph-recovery-budget \
     && strip target/release/ceph-recovery-budget
 
 FROM debian:12.12-slim
-# ceph-common: the `ceph` CLI the exporter runs (Debian 12 ships Ceph 16.2). It also brings
-# python3, which the HEALTHCHECK uses (the image has no curl or wget).
+# librados2: the librados backend (`ceph.backend`, auto by default). ceph-common: the `ceph` CLI
+# for `ceph.backend: cli` and for auto when librados cannot connect (Debian 12 ships Ceph 16.2).
+# It also brings python3, which the HEALTHCHECK uses (the image has no curl or wget).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ceph-common \
+    && apt-get install -y --no-install-recommends librados2 ceph-common \
     && rm -rf /var/lib/apt/lists/*
 # Non-root: uid/gid 10001. The keyring must be readable by it (mode 0440, group 10001).
 RUN groupadd --system --gid 10001 crb \

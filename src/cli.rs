@@ -27,8 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Collect from the cluster in the background and serve /metrics for Prometheus.
     #[command(
-        long_about = "Collect from the cluster every --collect.interval with the `ceph` CLI and serve the \
-last snapshot on --web.telemetry-path (a scrape never runs a ceph command). Also serves a landing \
+        long_about = "Collect from the cluster every --collect.interval (with the `ceph` CLI or librados, see \
+--ceph.backend) and serve the last snapshot on --web.telemetry-path (a scrape never runs a ceph command). Also serves a landing \
 page on /, /-/healthy, and /-/ready (ready once the cluster status has been read).\n\n\
 Examples:\n  ceph-recovery-budget serve\n  ceph-recovery-budget serve --ceph-cmd 'cephadm shell -- ceph'\n  \
 ceph-recovery-budget serve --config.file /etc/ceph-recovery-budget.yml --web.listen-address :9939"
@@ -400,6 +400,12 @@ pub struct ServeArgs {
     #[arg(long = "ceph-timeout", value_name = "DURATION")]
     pub ceph_timeout: Option<HumanDuration>,
 
+    /// How to talk to Ceph: cli (the ceph CLI, one process per command), librados (one
+    /// connection held; needs a build with the librados feature), or auto (librados when built
+    /// with it, --ceph-cmd is plain `ceph` and it connects at start; cli otherwise) [default: auto]
+    #[arg(long = "ceph.backend", value_name = "BACKEND")]
+    pub ceph_backend: Option<crate::ceph::any::BackendChoice>,
+
     /// How often to collect from the cluster [default: 15s]
     #[arg(long = "collect.interval", value_name = "DURATION")]
     pub collect_interval: Option<HumanDuration>,
@@ -411,6 +417,39 @@ pub struct ServeArgs {
     /// Window of the client write latency quantiles [default: 5m]
     #[arg(long = "latency.window", value_name = "DURATION")]
     pub latency_window: Option<HumanDuration>,
+
+    /// cluster: cluster state and (through the monitors) every OSD's histogram, enforcer here;
+    /// host: only this host's OSD histograms, from their admin sockets (one exporter per OSD host)
+    /// [default: cluster]
+    #[arg(long = "mode", value_name = "MODE")]
+    pub mode: Option<crate::config::ServeMode>,
+
+    /// Publish the write-latency histogram per osd (33 series each), per host (33 per host) or
+    /// for the whole cluster (33) [default: osd]
+    #[arg(long = "latency.aggregate", value_name = "osd|host|cluster")]
+    pub latency_aggregate: Option<crate::latency::aggregate::Grouping>,
+
+    /// Where the enforcer's p99 comes from: collect (the histograms this exporter reads) or
+    /// prometheus (a query over what host-mode exporters publish; this exporter then reads none)
+    /// [default: collect]
+    #[arg(long = "latency.source", value_name = "SOURCE")]
+    pub latency_source: Option<crate::config::LatencySource>,
+
+    /// Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090
+    #[arg(long = "prometheus.url", value_name = "URL")]
+    pub prometheus_url: Option<String>,
+
+    /// The p99 query [default: histogram_quantile(0.99, sum by (le) (rate(ceph_osd_op_w_latency_bucket[<enforcer latency window>])))]
+    #[arg(long = "prometheus.query", value_name = "PROMQL")]
+    pub prometheus_query: Option<String>,
+
+    /// Host mode: the directory of the local OSDs' admin sockets [default: /var/run/ceph]
+    #[arg(long = "host.asok-dir", value_name = "DIR")]
+    pub host_asok_dir: Option<PathBuf>,
+
+    /// Host mode: the host label with --latency.aggregate host [default: this machine's hostname]
+    #[arg(long = "host.name", value_name = "NAME")]
+    pub host_name: Option<String>,
 
     /// Log filter: error, warn, info, debug, trace (or a tracing directive) [default: info]
     #[arg(long = "log.level", value_name = "LEVEL")]
@@ -535,11 +574,19 @@ impl ServeArgs {
             ceph_name: self.ceph_name.clone(),
             ceph_keyring: self.ceph_keyring.clone(),
             ceph_timeout: self.ceph_timeout,
+            ceph_backend: self.ceph_backend,
             collect_interval: self.collect_interval,
             recovery_window: self.recovery_window,
             latency_window: self.latency_window,
             log_level: self.log_level.clone(),
             log_format: self.log_format,
+            mode: self.mode,
+            latency_aggregate: self.latency_aggregate,
+            latency_source: self.latency_source,
+            prometheus_url: self.prometheus_url.clone(),
+            prometheus_query: self.prometheus_query.clone(),
+            host_asok_dir: self.host_asok_dir.clone(),
+            host_name: self.host_name.clone(),
             enforcer: EnforcerOverrides {
                 mode: self.enforcer.mode,
                 baseline: self.enforcer.baseline.clone(),
@@ -594,6 +641,29 @@ mod tests {
         assert_eq!(o.ceph_cmd.as_deref(), Some("cephadm shell -- ceph"));
         assert_eq!(o.listen_address.unwrap().0.port(), 9100);
         assert_eq!(o.log_format, Some(LogFormat::Json));
+    }
+
+    #[test]
+    fn the_ceph_backend_flag_parses() {
+        use crate::ceph::any::BackendChoice;
+        let cli = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--ceph.backend",
+            "librados",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(args.overrides().ceph_backend, Some(BackendChoice::Librados));
+        let err = Cli::try_parse_from(["ceph-recovery-budget", "serve", "--ceph.backend", "rados"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cli") && err.contains("librados") && err.contains("auto"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -14,8 +14,10 @@ use serde_saphyr::Spanned;
 
 use std::collections::BTreeMap;
 
+use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
 use crate::ceph::cli::CliSettings;
 use crate::enforcer::policy::{BaselineSpec, Mode, Policy, SuspendWhen, MCLOCK_PROFILES};
+use crate::latency::aggregate::Grouping;
 
 /// Default port of `serve`: not 9283 (mgr prometheus module), 9926 (ceph-exporter) or 9128
 /// (digitalocean/ceph_exporter), so it can run beside any of them.
@@ -134,11 +136,105 @@ pub struct FileConfig {
     #[serde(default)]
     pub recovery: WindowFile,
     #[serde(default)]
-    pub latency: WindowFile,
+    pub latency: LatencyFile,
     #[serde(default)]
     pub log: LogFile,
     #[serde(default)]
     pub enforcer: EnforcerFile,
+    /// `cluster` (default) or `host`.
+    pub mode: Option<Spanned<ServeMode>>,
+    #[serde(default)]
+    pub host: HostFile,
+    #[serde(default)]
+    pub prometheus: PrometheusFile,
+}
+
+/// What one `serve` publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeMode {
+    /// Cluster state (status, pools, PGs, schedulers) and, unless Prometheus provides the p99,
+    /// every OSD's latency histogram through the monitors; the enforcer runs here.
+    #[default]
+    Cluster,
+    /// Only the latency histograms of this host's OSDs, from their admin sockets: no ceph CLI,
+    /// no monitor load. One per OSD host.
+    Host,
+}
+
+impl ServeMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServeMode::Cluster => "cluster",
+            ServeMode::Host => "host",
+        }
+    }
+}
+
+impl std::str::FromStr for ServeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cluster" => Ok(ServeMode::Cluster),
+            "host" => Ok(ServeMode::Host),
+            _ => Err(format!("invalid mode {s:?}: expected cluster or host")),
+        }
+    }
+}
+
+/// Where the enforcer's p99 comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencySource {
+    /// The histograms this exporter collects.
+    #[default]
+    Collect,
+    /// A query to Prometheus over the histograms the host-mode exporters publish.
+    Prometheus,
+}
+
+impl LatencySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencySource::Collect => "collect",
+            LatencySource::Prometheus => "prometheus",
+        }
+    }
+}
+
+impl std::str::FromStr for LatencySource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "collect" => Ok(LatencySource::Collect),
+            "prometheus" => Ok(LatencySource::Prometheus),
+            _ => Err(format!(
+                "invalid latency source {s:?}: expected collect or prometheus"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyFile {
+    pub window: Option<Spanned<HumanDuration>>,
+    pub aggregate: Option<Spanned<Grouping>>,
+    pub source: Option<Spanned<LatencySource>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostFile {
+    pub asok_dir: Option<PathBuf>,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusFile {
+    pub url: Option<Spanned<String>>,
+    pub query: Option<String>,
 }
 
 /// The `enforcer:` section: the policy.
@@ -179,6 +275,8 @@ pub struct CephFile {
     pub name: Option<String>,
     pub keyring: Option<String>,
     pub timeout: Option<Spanned<HumanDuration>>,
+    /// `cli`, `librados` or `auto`.
+    pub backend: Option<Spanned<BackendChoice>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,12 +332,20 @@ pub struct Overrides {
     pub ceph_name: Option<String>,
     pub ceph_keyring: Option<String>,
     pub ceph_timeout: Option<HumanDuration>,
+    pub ceph_backend: Option<BackendChoice>,
     pub collect_interval: Option<HumanDuration>,
     pub recovery_window: Option<HumanDuration>,
     pub latency_window: Option<HumanDuration>,
     pub log_level: Option<LogLevel>,
     pub log_format: Option<LogFormat>,
     pub enforcer: EnforcerOverrides,
+    pub mode: Option<ServeMode>,
+    pub latency_aggregate: Option<Grouping>,
+    pub latency_source: Option<LatencySource>,
+    pub prometheus_url: Option<String>,
+    pub prometheus_query: Option<String>,
+    pub host_asok_dir: Option<PathBuf>,
+    pub host_name: Option<String>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -267,12 +373,29 @@ pub struct Settings {
     pub listen_address: SocketAddr,
     pub telemetry_path: String,
     pub ceph: CliSettings,
+    /// Which backend `serve` uses; `ceph` above holds what both need (conf, name, keyring,
+    /// timeout) and the CLI's command.
+    pub ceph_backend: BackendChoice,
     pub collect_interval: Duration,
     pub recovery_window: Duration,
     pub latency_window: Duration,
     pub log_level: String,
     pub log_format: LogFormat,
     pub policy: Policy,
+    pub mode: ServeMode,
+    pub latency_aggregate: Grouping,
+    pub latency_source: LatencySource,
+    /// Set when `latency_source` is Prometheus: base URL and the p99 query.
+    pub prometheus: Option<PrometheusSettings>,
+    /// Host mode: where the local OSDs' admin sockets are, and the host label.
+    pub asok_dir: PathBuf,
+    pub host_name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusSettings {
+    pub url: String,
+    pub query: String,
 }
 
 /// Where a value came from, for error messages: the flag, the file position, or the default.
@@ -436,6 +559,24 @@ impl Settings {
                 "ceph command is empty; expected e.g. \"ceph\" or \"cephadm shell -- ceph\"",
             ));
         }
+        let (ceph_backend, backend_origin) = pick(
+            flags.ceph_backend.as_ref(),
+            "--ceph.backend",
+            file.ceph.backend.as_ref(),
+            file_path,
+            "ceph.backend",
+            BackendChoice::default(),
+        );
+        if ceph_backend == BackendChoice::Librados {
+            if !LIBRADOS_BUILT {
+                return Err(invalid(&backend_origin, "this binary was built without librados (cargo build --features librados); use cli or auto"));
+            }
+            if words != ["ceph"] {
+                return Err(invalid(&backend_origin, format!(
+                    "librados talks to the cluster of --ceph-conf itself, so the ceph command {cmd:?} (from {cmd_origin}) would be ignored; use backend cli (or auto) with a wrapper"
+                )));
+            }
+        }
 
         let listen_address = flags
             .listen_address
@@ -447,7 +588,84 @@ impl Settings {
                     .parse::<SocketAddr>()
                     .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 9939)))
             });
-        let policy = resolve_policy(&file.enforcer, file_path, &flags.enforcer, interval.0)?;
+        let mut policy = resolve_policy(&file.enforcer, file_path, &flags.enforcer, interval.0)?;
+        let (mode, mode_origin) = pick(
+            flags.mode.as_ref(),
+            "--mode",
+            file.mode.as_ref(),
+            file_path,
+            "mode",
+            ServeMode::Cluster,
+        );
+        let (latency_aggregate, _) = pick(
+            flags.latency_aggregate.as_ref(),
+            "--latency.aggregate",
+            file.latency.aggregate.as_ref(),
+            file_path,
+            "latency.aggregate",
+            Grouping::Osd,
+        );
+        let (latency_source, source_origin) = pick(
+            flags.latency_source.as_ref(),
+            "--latency.source",
+            file.latency.source.as_ref(),
+            file_path,
+            "latency.source",
+            LatencySource::Collect,
+        );
+        let enforcer_mode_given = flags.enforcer.mode.is_some() || file.enforcer.mode.is_some();
+        if mode == ServeMode::Host {
+            // Host mode sees no cluster state: nothing for an enforcer to judge by.
+            if enforcer_mode_given && policy.mode != Mode::Off {
+                return Err(invalid(&mode_origin, format!(
+                    "host mode publishes only this host's OSD histograms, so the enforcer cannot run here (enforcer mode {}): run it in the cluster-mode exporter, or set --enforcer.mode off",
+                    policy.mode.as_str()
+                )));
+            }
+            policy.mode = Mode::Off;
+            if latency_source == LatencySource::Prometheus {
+                return Err(invalid(&source_origin, "latency source prometheus is for the cluster-mode exporter that runs the enforcer; a host-mode exporter publishes the histograms Prometheus reads"));
+            }
+        }
+        let prometheus = match latency_source {
+            LatencySource::Collect => None,
+            LatencySource::Prometheus => {
+                let (url, url_origin) = pick(
+                    flags.prometheus_url.as_ref(),
+                    "--prometheus.url",
+                    file.prometheus.url.as_ref(),
+                    file_path,
+                    "prometheus.url",
+                    String::new(),
+                );
+                if url.is_empty() {
+                    return Err(invalid(&source_origin, "latency source prometheus needs the Prometheus to ask: --prometheus.url http://prometheus:9090 (or prometheus.url in the file)"));
+                }
+                if !url.starts_with("http://") {
+                    return Err(invalid(&url_origin, format!("{url:?}: expected an http:// URL (https is not supported; put a local proxy in front)")));
+                }
+                if policy.baseline == BaselineSpec::Learned && policy.mode != Mode::Off {
+                    return Err(invalid(&source_origin, "with latency source prometheus this exporter collects no histograms to learn a baseline from: set --enforcer.baseline to a duration (e.g. 16ms) or fio:FILE"));
+                }
+                let query = flags
+                    .prometheus_query
+                    .clone()
+                    .or_else(|| file.prometheus.query.clone())
+                    .unwrap_or_else(|| {
+                        crate::latency::prometheus::default_query(policy.latency_window)
+                    });
+                Some(PrometheusSettings {
+                    url: url.trim_end_matches('/').to_string(),
+                    query,
+                })
+            }
+        };
+        let asok_dir = flags
+            .host_asok_dir
+            .clone()
+            .or_else(|| file.host.asok_dir.clone())
+            .unwrap_or_else(|| PathBuf::from(crate::ceph::admin_socket::DEFAULT_DIR));
+        let host_name = flags.host_name.clone().or_else(|| file.host.name.clone());
         let or =
             |flag: &Option<String>, file: &Option<String>| flag.clone().or_else(|| file.clone());
         Ok(Settings {
@@ -461,6 +679,7 @@ impl Settings {
                 keyring: or(&flags.ceph_keyring, &file.ceph.keyring),
                 timeout: timeout.0,
             },
+            ceph_backend,
             collect_interval: interval.0,
             recovery_window: recovery_window.0,
             latency_window: latency_window.0,
@@ -471,6 +690,12 @@ impl Settings {
                 .map(|l| l.0)
                 .unwrap_or_else(|| "info".to_string()),
             log_format: flags.log_format.or(file.log.format).unwrap_or_default(),
+            mode,
+            latency_aggregate,
+            latency_source,
+            prometheus,
+            asok_dir,
+            host_name,
         })
     }
 }
@@ -848,6 +1073,46 @@ mod tests {
         let s = resolve("enforcer:\n  mode: enforce\n  baseline: 16ms\n", &flags).unwrap();
         assert_eq!(s.policy.mode, Mode::Off);
         assert_eq!(s.policy.baseline, BaselineSpec::Learned);
+    }
+
+    #[test]
+    fn the_ceph_backend_is_read_checked_and_overridden() {
+        assert_eq!(
+            resolve("", &Overrides::default()).unwrap().ceph_backend,
+            BackendChoice::Auto
+        );
+        let s = resolve("ceph:\n  backend: cli\n", &Overrides::default()).unwrap();
+        assert_eq!(s.ceph_backend, BackendChoice::Cli);
+        let flags = Overrides {
+            ceph_backend: Some(BackendChoice::Auto),
+            ..Overrides::default()
+        };
+        let s = resolve("ceph:\n  backend: cli\n", &flags).unwrap();
+        assert_eq!(s.ceph_backend, BackendChoice::Auto);
+
+        let err = parse("ceph:\n  backend: rados\n").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("rados"), "{err}");
+
+        let librados = resolve("ceph:\n  backend: librados\n", &Overrides::default());
+        if LIBRADOS_BUILT {
+            assert_eq!(librados.unwrap().ceph_backend, BackendChoice::Librados);
+            // librados does not run --ceph-cmd: a wrapper would be silently ignored.
+            let err = resolve(
+                "ceph:\n  cmd: cephadm shell -- ceph\n  backend: librados\n",
+                &Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.starts_with("crb.yml line 3 column"), "{err}");
+            assert!(
+                err.contains("ceph.backend") && err.contains("cephadm"),
+                "{err}"
+            );
+        } else {
+            let err = librados.unwrap_err().to_string();
+            assert!(err.starts_with("crb.yml line 2 column"), "{err}");
+            assert!(err.contains("built without librados"), "{err}");
+        }
     }
 
     #[test]

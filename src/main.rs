@@ -6,14 +6,16 @@ use anyhow::Context;
 use clap::Parser;
 use tokio::sync::watch;
 
+use ceph_recovery_budget::ceph::any;
 use ceph_recovery_budget::ceph::cli::CliClient;
+use ceph_recovery_budget::ceph::{admin_socket, Client};
 use ceph_recovery_budget::cli::{
     BaselineArgs, CephArgs, CheckConfigArgs, Cli, Command, FioArgs, FioSummaryArgs, LintArgs,
     ProfileSweepArgs, ServeArgs, StatusArgs, StatusFormat, TuneCommand, TuneDecideArgs,
     TuneReportArgs, TuneStepArgs,
 };
 use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
-use ceph_recovery_budget::config::{FileConfig, LogFormat, Settings};
+use ceph_recovery_budget::config::{FileConfig, LogFormat, ServeMode, Settings};
 use ceph_recovery_budget::enforcer::{
     self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Mode, Policy, TokioClock,
 };
@@ -67,6 +69,28 @@ fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
         "  ceph command: {} (timeout {})\n",
         settings.ceph.command.join(" "),
         humantime::format_duration(settings.ceph.timeout)
+    );
+    out += &format!(
+        "  ceph backend: {}\n",
+        any::describe(settings.ceph_backend, &settings.ceph)
+    );
+    out += &match settings.mode {
+        ServeMode::Host => format!(
+            "  mode host: the latency histograms of this host's OSDs from their admin sockets in {}\n",
+            settings.asok_dir.display()
+        ),
+        ServeMode::Cluster if settings.prometheus.is_some() => {
+            "  mode cluster: cluster state only (the histograms come from host-mode exporters, through Prometheus)\n".to_string()
+        }
+        ServeMode::Cluster => "  mode cluster: cluster state and every OSD's histogram\n".to_string(),
+    };
+    out += &format!(
+        "  latency histograms published per {}, enforcer p99 from {}\n",
+        settings.latency_aggregate.as_str(),
+        match &settings.prometheus {
+            Some(p) => format!("Prometheus {} ({})", p.url, p.query),
+            None => "the histograms collected here".to_string(),
+        }
     );
     out += &format!(
         "  collect every {}, recovery window {}, latency window {}\n",
@@ -520,22 +544,89 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
         "serving metrics"
     );
 
+    if settings.mode == ServeMode::Host {
+        let dir = settings.asok_dir.clone();
+        let sockets = admin_socket::discover_osd_sockets(&dir).with_context(|| {
+            format!(
+                "host mode reads the local OSDs' admin sockets in {} (see --host.asok-dir)",
+                dir.display()
+            )
+        })?;
+        tracing::info!(dir = %dir.display(), osds = ?sockets.iter().map(|(o, _)| o).collect::<Vec<_>>(), "host mode: reading the latency histograms of this host's OSDs from their admin sockets");
+        if sockets.is_empty() {
+            tracing::warn!(dir = %dir.display(), "no OSD admin socket here yet; collector latency stays down until one appears");
+        }
+        ceph_recovery_budget::metrics::set_backend("admin_socket");
+        let client = admin_socket::AdminSocketClient::new(dir, settings.ceph.timeout);
+        return serve_with(settings, listener, client).await;
+    }
+
+    // One client (one librados connection) for the collector and the enforcer.
+    let selected = any::select(settings.ceph_backend, &settings.ceph).await?;
+    let backend = selected.client.backend().as_str();
+    tracing::info!(
+        backend,
+        choice = settings.ceph_backend.as_str(),
+        why = %selected.why,
+        "ceph backend: {backend}"
+    );
+    ceph_recovery_budget::metrics::set_backend(backend);
+    serve_with(settings, listener, selected.client).await
+}
+
+/// This machine's name, for `host="..."` in host mode.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The collector, the enforcer and the HTTP server over one client, until a signal.
+async fn serve_with<C: Client + Clone>(
+    settings: Settings,
+    listener: tokio::net::TcpListener,
+    client: C,
+) -> anyhow::Result<()> {
+    let host_mode = settings.mode == ServeMode::Host;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty(settings.collect_interval)));
     let collector = Collector::new(
-        CliClient::new(&settings.ceph),
+        client.clone(),
         CollectSettings {
             interval: settings.collect_interval,
             recovery_window: settings.recovery_window,
             latency_window: settings.latency_window,
+            cluster_state: !host_mode,
+            // With Prometheus as the latency source the host-mode exporters publish them.
+            latency: host_mode || settings.prometheus.is_none(),
+            grouping: settings.latency_aggregate,
+            host_name: host_mode.then(|| settings.host_name.clone().unwrap_or_else(hostname)),
         },
     );
     let collector_task = tokio::spawn(collector.run(snap_tx, shutdown_rx.clone()));
+    let external_p99 = settings.prometheus.clone().map(|p| {
+        tracing::info!(url = %p.url, query = %p.query, "the enforcer's p99 comes from Prometheus");
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(ceph_recovery_budget::latency::prometheus::poll(
+            p.url,
+            p.query,
+            settings.collect_interval,
+            tx,
+            shutdown_rx.clone(),
+        ));
+        rx
+    });
 
     let mut enforcer_shared = None;
     let mut enforcer_task = None;
     if settings.policy.mode != Mode::Off {
-        let enforcer = build_enforcer(&settings)?;
+        let mut enforcer = build_enforcer(&settings, client)?;
+        if let Some(rx) = external_p99 {
+            enforcer = enforcer.with_external_p99(rx);
+        }
         enforcer_shared = Some(enforcer.shared());
         enforcer_task = Some(tokio::spawn(
             enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
@@ -599,9 +690,10 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn build_enforcer(
+fn build_enforcer<C: Client>(
     settings: &Settings,
-) -> anyhow::Result<Enforcer<CephActor<CliClient>, TokioClock>> {
+    client: C,
+) -> anyhow::Result<Enforcer<CephActor<C>, TokioClock>> {
     let policy: &Policy = &settings.policy;
     let fixed = match &policy.baseline {
         BaselineSpec::Fixed(d) => Some(d.as_secs_f64()),
@@ -661,7 +753,7 @@ fn build_enforcer(
     };
     let enforcer = Enforcer::new(
         policy.clone(),
-        CephActor::new(CliClient::new(&settings.ceph)),
+        CephActor::new(client),
         TokioClock::new(),
         state,
         fixed,

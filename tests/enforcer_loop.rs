@@ -159,6 +159,7 @@ impl Rig {
                 interval: INTERVAL,
                 recovery_window: Duration::from_secs(60),
                 latency_window: Duration::from_secs(30),
+                ..Default::default()
             },
         );
         let enforcer = Enforcer::new(

@@ -48,6 +48,7 @@ async fn undersized_snapshot() -> Snapshot {
             interval: Duration::from_secs(15),
             recovery_window: Duration::from_secs(300),
             latency_window: Duration::from_secs(300),
+            ..Default::default()
         },
     );
     col.collect_once().await

@@ -1928,3 +1928,87 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
             .then_some(())
     });
 }
+
+/// The large-cluster layout on the lab: a host-mode exporter publishes the OSD histograms from
+/// the admin sockets, a real Prometheus scrapes it, and the cluster-mode exporter running the
+/// enforcer reads its p99 from that Prometheus (`--latency.source prometheus`) and collects no
+/// histogram itself.
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn the_enforcer_reads_p99_from_prometheus_over_host_mode_exporters() {
+    require_lab();
+    lab(&["start"]);
+    let dir = TempDir::new("host-mode-lab");
+    let asok_dir = common::lab_env()
+        .into_iter()
+        .find(|(k, _)| k == "CEPH_CONF")
+        .map(|(_, conf)| Path::new(&conf).with_file_name("run"))
+        .expect("the lab's CEPH_CONF");
+    let host = Exporter::start(&[
+        "--mode",
+        "host",
+        "--host.asok-dir",
+        asok_dir.to_str().expect("utf-8 path"),
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "10s",
+        "--recovery.window",
+        "10s",
+    ]);
+    let prom = start_prometheus(&dir, &scrape_config(host.port, "1s", ""));
+    let _writes = Writes::start(50, Some(90));
+    let state = dir.path().join("enforcer-state.json");
+    let cluster = Exporter::start(&[
+        "--collect.interval",
+        "2s",
+        "--latency.source",
+        "prometheus",
+        "--prometheus.url",
+        &format!("http://127.0.0.1:{}", prom.port),
+        "--enforcer.mode",
+        "observe",
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.latency-window",
+        "20s",
+        "--enforcer.state-file",
+        state.to_str().expect("utf-8 temp path"),
+    ]);
+    let m = cluster.wait_metrics(
+        Duration::from_secs(120),
+        "the enforcer's p99 from Prometheus",
+        |m| {
+            m.get("ceph_recovery_budget_p99_seconds")
+                .is_some_and(|v| v > 0.0)
+        },
+    );
+    let ours = m
+        .get("ceph_recovery_budget_p99_seconds")
+        .unwrap_or(f64::NAN);
+    let direct = query(
+        &prom,
+        "histogram_quantile(0.99, sum by (le) (rate(ceph_osd_op_w_latency_bucket[20s])))",
+    )
+    .expect("query");
+    let theirs = direct.first().map(sample_value).unwrap_or(f64::NAN);
+    // Ceph's buckets double: two evaluations a few seconds apart agree within a bucket.
+    assert!(
+        ours > 0.0 && theirs > 0.0 && ours / theirs < 2.5 && theirs / ours < 2.5,
+        "enforcer p99 {ours} vs Prometheus {theirs}"
+    );
+    assert!(
+        m.with_prefix("ceph_osd_op_w_latency_bucket").is_empty(),
+        "the cluster-mode exporter collects no histogram with --latency.source prometheus"
+    );
+    assert_eq!(
+        m.get("ceph_recovery_budget_collector_up{collector=\"latency\"}"),
+        None
+    );
+    assert_eq!(
+        m.get("ceph_recovery_budget_collector_up{collector=\"status\"}"),
+        Some(1.0)
+    );
+    drop(cluster);
+    drop(host);
+}

@@ -1,8 +1,11 @@
 //! Talking to Ceph: the [`Client`] trait, the CLI adapter, and the pure parsers of its output.
 
+pub mod admin_socket;
+pub mod any;
 pub mod cli;
 pub mod fake;
 pub mod parse;
+pub mod rados;
 
 use std::future::Future;
 use std::time::Duration;
@@ -79,6 +82,12 @@ pub enum CephError {
         #[source]
         source: std::io::Error,
     },
+    /// The librados backend has no connection to the cluster (it retries with backoff).
+    #[error("librados: {message}")]
+    Connect { message: String },
+    /// The librados backend does not know how to send this command.
+    #[error("`{command}`: the librados backend does not know this command (it translates only the commands this program sends); use --ceph.backend cli")]
+    Unsupported { command: String },
 }
 
 impl CephError {
@@ -89,6 +98,8 @@ impl CephError {
             CephError::Timeout { .. } => "timeout",
             CephError::Failed { .. } => "exit_status",
             CephError::Io { .. } => "io",
+            CephError::Connect { .. } => "connect",
+            CephError::Unsupported { .. } => "unsupported",
         }
     }
 }

@@ -27,6 +27,7 @@ fn settings() -> CollectSettings {
         interval: Duration::from_secs(15),
         recovery_window: Duration::from_secs(300),
         latency_window: Duration::from_secs(300),
+        ..Default::default()
     }
 }
 
@@ -498,4 +499,95 @@ fn every_error_reason_is_published_from_the_start() {
     assert!(text.contains(
         "ceph_recovery_budget_collector_errors_total{collector=\"latency\",reason=\"timeout\"} 0"
     ));
+}
+
+/// The real 4-OSD `tell osd.* perf histogram dump` of the lab after it was filled.
+fn four_osds(client: &FakeClient) {
+    client.set(
+        &commands::histograms(),
+        Reply::ok(fixture("lab/healthy.tell-osd-all-perf-histogram-dump.out")),
+    );
+}
+
+/// `_bucket{LABELS}` series of the histogram with `le="+Inf"`, as (labels, value).
+fn inf_buckets(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("ceph_osd_op_w_latency_bucket"))
+        .filter(|l| l.contains("le=\"+Inf\""))
+        .filter_map(|l| {
+            let (labels, v) = l.rsplit_once(' ')?;
+            Some((labels.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_mode_collects_only_the_local_histograms() {
+    let client = FakeClient::new();
+    four_osds(&client);
+    let mut c = Collector::new(
+        client.clone(),
+        CollectSettings {
+            cluster_state: false,
+            ..settings()
+        },
+    );
+    let s = c.collect_once().await;
+    assert!(s.ready(), "ready on histograms alone");
+    assert_eq!(client.calls(), vec![commands::histograms()]);
+    let text = render(&s);
+    assert_eq!(inf_buckets(&text).len(), 4, "{text}");
+    assert_eq!(
+        value(
+            &text,
+            "ceph_recovery_budget_collector_up{collector=\"latency\"}"
+        ),
+        Some(1.0)
+    );
+    // Nothing claims to know the cluster: no status families, no "down" status collector.
+    assert_eq!(value(&text, "ceph_pgs"), None);
+    assert!(!text.contains("collector=\"status\""), "{text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn aggregated_histograms_sum_the_osds_per_host_or_cluster() {
+    let client = cluster("healthy-idle");
+    four_osds(&client);
+    let per_osd = {
+        let mut c = Collector::new(client.clone(), settings());
+        let text = render(&c.collect_once().await);
+        inf_buckets(&text).iter().map(|(_, v)| v).sum::<f64>()
+    };
+    assert!(per_osd > 0.0);
+
+    let mut c = Collector::new(
+        client.clone(),
+        CollectSettings {
+            grouping: Grouping::Cluster,
+            ..settings()
+        },
+    );
+    let text = render(&c.collect_once().await);
+    assert_eq!(
+        inf_buckets(&text),
+        vec![("{le=\"+Inf\"}".to_string(), per_osd)]
+    );
+
+    // Per host, from the lab's real `osd tree` (all four OSDs on host "vm").
+    client.set(
+        &commands::osd_tree(),
+        Reply::ok(fixture("lab/healthy.osd-tree.out")),
+    );
+    let mut c = Collector::new(
+        client.clone(),
+        CollectSettings {
+            grouping: Grouping::Host,
+            ..settings()
+        },
+    );
+    let text = render(&c.collect_once().await);
+    assert_eq!(
+        inf_buckets(&text),
+        vec![("{host=\"vm\",le=\"+Inf\"}".to_string(), per_osd)]
+    );
 }

@@ -36,14 +36,37 @@ pub const PG_STATES: [&str; 14] = [
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Every `reason` of `ceph_recovery_budget_collector_errors_total` (see `CollectError::reason`).
-pub const ERROR_REASONS: [&str; 6] = [
+pub const ERROR_REASONS: [&str; 8] = [
     "spawn",
     "timeout",
     "exit_status",
     "io",
+    "connect",
+    "unsupported",
     "parse",
     "no_daemon_answered",
 ];
+
+/// The Ceph backend `serve` runs (`cli` or `librados`), set once at start; process-wide like
+/// the version, so that every render shows it without passing it through the snapshot.
+static BACKEND: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Records the backend for `ceph_recovery_budget_backend_info`; later calls are ignored.
+pub fn set_backend(backend: &'static str) {
+    let _ = BACKEND.set(backend);
+}
+
+fn render_backend(enc: &mut Encoder, backend: Option<&str>) {
+    if let Some(b) = backend {
+        enc.family(&Family {
+            name: "ceph_recovery_budget_backend",
+            help: "How the exporter talks to Ceph: the ceph CLI (one process per command) or librados (one connection).",
+            kind: Kind::Info,
+            unit: None,
+        });
+        enc.sample(&[("backend", b)], 1.0);
+    }
+}
 
 fn gauge<'a>(name: &'a str, help: &'a str) -> Family<'a> {
     Family {
@@ -319,14 +342,35 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
     let Some(lat) = snapshot.fresh(&snapshot.latency, now) else {
         return;
     };
-    enc.family(&Family {
-        name: "ceph_osd_op_w_latency",
-        help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts).",
-        kind: Kind::Histogram,
-        unit: None,
-    });
-    for (osd, h) in &lat.per_osd {
-        enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), None);
+    match &lat.groups {
+        None => {
+            enc.family(&Family {
+                name: "ceph_osd_op_w_latency",
+                help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts).",
+                kind: Kind::Histogram,
+                unit: None,
+            });
+            for (osd, h) in &lat.per_osd {
+                enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), None);
+            }
+        }
+        Some(groups) => {
+            enc.family(&Family {
+                name: "ceph_osd_op_w_latency",
+                help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is).",
+                kind: Kind::Histogram,
+                unit: None,
+            });
+            for (group, h) in groups {
+                // The cluster group has no name: no label at all.
+                let labels: &[(&str, &str)] = if group.is_empty() {
+                    &[]
+                } else {
+                    &[("host", group)]
+                };
+                enc.histogram(labels, &h.bounds, &h.cumulative(), None);
+            }
+        }
     }
     // A summary (quantiles only): promtool rejects a `quantile` label on a gauge.
     enc.family(&Family {
@@ -391,9 +435,24 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
             );
         }
     }
+    // Cycles and their duration: what a collection costs, for capacity planning and bench-lab.
+    enc.family(&Family {
+        name: "ceph_recovery_budget_collection_cycles",
+        help: "Collection cycles completed since the exporter started.",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    enc.sample(&[], snapshot.cycle as f64);
+    enc.family(&gauge(
+        "ceph_recovery_budget_cycle_duration_seconds",
+        "How long the last complete collection cycle took (all collectors, run concurrently after the status).",
+    ));
+    if snapshot.cycle > 0 {
+        enc.sample(&[], snapshot.cycle_duration.as_secs_f64());
+    }
     enc.family(&Family {
         name: "ceph_recovery_budget_collector_errors",
-        help: "Failed collector runs since the exporter started, by reason (spawn, timeout, exit_status, io, parse, no_daemon_answered).",
+        help: "Failed collector runs since the exporter started, by reason (spawn, timeout, exit_status, io, connect, unsupported, parse, no_daemon_answered).",
         kind: Kind::Counter,
         unit: None,
     });
@@ -426,4 +485,37 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         unit: None,
     });
     enc.sample(&[("version", VERSION)], 1.0);
+    render_backend(enc, BACKEND.get().copied());
+}
+
+#[cfg(test)]
+mod backend_tests {
+    use super::*;
+
+    #[test]
+    fn backend_info_is_one_sample_naming_the_backend() {
+        for (format, type_line) in [
+            (
+                Format::Text004,
+                "# TYPE ceph_recovery_budget_backend_info gauge\n",
+            ),
+            (
+                Format::OpenMetrics100,
+                "# TYPE ceph_recovery_budget_backend info\n",
+            ),
+        ] {
+            let mut enc = Encoder::with_capacity(format, 1024);
+            render_backend(&mut enc, Some("librados"));
+            let text = enc.finish();
+            assert!(text.contains(type_line), "{text}");
+            assert!(
+                text.contains("\nceph_recovery_budget_backend_info{backend=\"librados\"} 1\n"),
+                "{text}"
+            );
+        }
+        // Not set (tests, other tools): nothing rendered.
+        let mut enc = Encoder::with_capacity(Format::Text004, 1024);
+        render_backend(&mut enc, None);
+        assert!(!enc.finish().contains("backend"));
+    }
 }
