@@ -54,6 +54,7 @@ impl std::str::FromStr for Grouping {
 pub struct Aggregator {
     last: BTreeMap<String, Histogram>,
     totals: BTreeMap<String, Histogram>,
+    started: bool,
 }
 
 impl Aggregator {
@@ -70,8 +71,11 @@ impl Aggregator {
         for (osd, cur) in per_osd {
             let step = match self.last.get(osd) {
                 Some(prev) => increase(&[prev, cur]),
-                // First sight: everything it counted since it started.
-                None => Ok(Some(cur.clone())),
+                // At the exporter's start: everything each OSD counted since it started.
+                None if !self.started => Ok(Some(cur.clone())),
+                // An OSD seen for the first time later (it missed the first cycles, or is new):
+                // its lifetime counts in one scrape would read as a burst; it counts from here.
+                None => Ok(None),
             };
             let added = step.and_then(|inc| match inc {
                 Some(inc) => add_to(&mut self.totals, group_of(osd), &inc),
@@ -86,6 +90,7 @@ impl Aggregator {
                 }
             }
         }
+        self.started = true;
         rejected
     }
 
@@ -159,6 +164,9 @@ mod tests {
             one,
         );
         agg.update(&map(&[("osd.0", hist(&b, &[6, 0]))]), one);
+        // osd.2 answers for the first time late: its lifetime counts are not a burst of writes.
+        agg.update(&map(&[("osd.2", hist(&b, &[900, 900]))]), one);
+        assert_eq!(agg.totals()["cluster"].counts, vec![7, 0]);
         agg.update(
             &map(&[("osd.0", hist(&b, &[6, 0])), ("osd.1", hist(&b, &[4, 2]))]),
             one,

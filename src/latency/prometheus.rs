@@ -40,8 +40,10 @@ pub fn query_path(query: &str) -> String {
     out
 }
 
-/// The single value of an instant-vector (or scalar) answer. No series, or NaN (no writes in the
-/// window), is `None`; several series are an error (the query must aggregate to one).
+/// The single value of an instant-vector (or scalar) answer: NaN (series exist, no writes in the
+/// window) is `None`. No series at all is an error, not "no writes": the query matches nothing
+/// (a wrong selector, host exporters not scraped), and the enforcer must hold, not relax.
+/// Several series are an error too (the query must aggregate to one).
 pub fn parse_answer(body: &str) -> Result<Option<f64>, String> {
     let v: serde_json::Value =
         serde_json::from_str(body).map_err(|e| format!("Prometheus did not answer JSON ({e})"))?;
@@ -57,7 +59,7 @@ pub fn parse_answer(body: &str) -> Result<Option<f64>, String> {
         Some("vector") => {
             let result = data["result"].as_array().ok_or("no result array")?;
             match result.as_slice() {
-                [] => return Ok(None),
+                [] => return Err("the query matched no series: are the host-mode exporters scraped by this Prometheus, and does --prometheus.query select them?".to_string()),
                 [one] => &one["value"],
                 many => {
                     return Err(format!(
@@ -128,7 +130,9 @@ mod tests {
         let one = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764528000.123,"0.0569"]}]}}"#;
         assert_eq!(parse_answer(one), Ok(Some(0.0569)));
         let none = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert_eq!(parse_answer(none), Ok(None));
+        assert!(parse_answer(none)
+            .unwrap_err()
+            .contains("matched no series"));
         let nan = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
         assert_eq!(parse_answer(nan), Ok(None));
         let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.2"]}}"#;

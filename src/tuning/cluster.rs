@@ -168,7 +168,7 @@ pub async fn restore<C: Client>(
     let now = osd_section_value(&config_dump(client).await?, name);
     let restored = match (before, now.as_deref()) {
         (None, None) => true,
-        (Some(b), Some(n)) => b == n,
+        (Some(b), Some(n)) => same_value(b, n),
         _ => false,
     };
     if restored {

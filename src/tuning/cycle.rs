@@ -344,6 +344,7 @@ pub async fn step<C: Client, F: FioRunner>(
         }
     }
     let now = cluster::status(client).await?;
+    same_cluster(&record, now.fsid.as_deref(), &plan.record)?;
     if now.degraded_objects + now.misplaced_objects == 0 {
         wasted.push(
             "no recovery is running (nothing degraded or misplaced), so the step's effect on recovery cannot be measured; start a controlled recovery first".to_string(),
@@ -383,7 +384,27 @@ pub async fn step<C: Client, F: FioRunner>(
         decision: None,
     });
     record.save(&plan.record)?;
+    // Asked to stop during the checks: nothing has changed yet, and nothing will.
+    if *cancel.borrow() {
+        record.steps.pop();
+        record.save(&plan.record)?;
+        return Err(refuse("interrupted before any change: nothing was set"));
+    }
     if let Err(e) = cluster::set(client, name, value).await {
+        // A `config set` killed at the timeout may still have been applied by the mon: only a
+        // step whose value is not in the database is dropped from the record.
+        let applied = cluster::config_dump(client)
+            .await
+            .map(|d| {
+                cluster::osd_section_value(&d, name).is_some_and(|v| cluster::same_value(&v, value))
+            })
+            .unwrap_or(true);
+        if applied {
+            return Err(TuningError::Ceph(format!(
+                "{e}; but {name} = {value} is (or may be) in the config database now: step {number} stays in the record, undecided; check `ceph config dump | grep {name}`, then `ceph-recovery-budget tune decide --record {} --revert` (or --keep)",
+                plan.record.display()
+            )));
+        }
         record.steps.pop();
         record.save(&plan.record)?;
         return Err(e);
@@ -612,9 +633,41 @@ pub async fn decide<C: Client>(
             record_path.display()
         )));
     };
+    let status = cluster::status(client).await?;
+    same_cluster(&record, status.fsid.as_deref(), record_path)?;
+    if !keep {
+        // Reverting over someone else's later change would undo theirs, not ours.
+        let step = &record.steps[i];
+        let now = cluster::osd_section_value(&cluster::config_dump(client).await?, &step.setting);
+        if !now
+            .as_deref()
+            .is_some_and(|v| cluster::same_value(v, &step.value))
+        {
+            return Err(refuse(format!(
+                "{} is {} in the config database, not the step's {}: someone changed it since. Put it right by hand, then record the step with `tune decide --keep`",
+                step.setting,
+                now.as_deref().unwrap_or("not set"),
+                step.value
+            )));
+        }
+    }
     apply_decision(client, &mut record, i, keep, "operator", record_path).await?;
     let line = decision_line(&record.steps[i]);
     Ok((record, line))
+}
+
+/// A record belongs to one cluster: a `--ceph-conf` pointing elsewhere must not change another
+/// cluster's settings and judge them against this one's baseline.
+fn same_cluster(record: &TuningRecord, fsid: Option<&str>, path: &Path) -> Result<(), TuningError> {
+    match fsid {
+        Some(f) if f != record.cluster.fsid => Err(refuse(format!(
+            "{} is the record of cluster {} (fsid {}), but the ceph command reaches fsid {f}: check --ceph-conf / CEPH_CONF",
+            path.display(),
+            record.cluster.name,
+            record.cluster.fsid
+        ))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

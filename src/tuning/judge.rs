@@ -171,6 +171,16 @@ fn judge_numbers(
             format!("not judged: no recovery ran during the {reference_label} measurement to compare with"),
         );
     };
+    if before <= 0.0 {
+        // Objects were added faster than recovered (balancer, a new failure): no speed to beat.
+        return (
+            false,
+            format!(
+                "not judged: the {reference_label} measurement shows no net recovery ({} obj/s)",
+                fmt_rate(before)
+            ),
+        );
+    }
     if rate <= before * (1.0 + min_gain) {
         return (
             false,

@@ -296,8 +296,14 @@ impl TuningRecord {
         self.steps
             .iter()
             .rev()
-            .find(|s| s.kept())
-            .and_then(|s| s.measurement.as_ref().map(|m| (s.setting.as_str(), m)))
+            // A kept step without a complete measurement cannot be the reference.
+            .filter(|s| s.kept())
+            .find_map(|s| {
+                s.measurement
+                    .as_ref()
+                    .filter(|m| m.interrupted.is_none())
+                    .map(|m| (s.setting.as_str(), m))
+            })
             .unwrap_or(("baseline", &self.baseline.measurement))
     }
 

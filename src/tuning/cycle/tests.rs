@@ -475,3 +475,45 @@ fn exactly_one_setting_per_step() {
         assert!(parse_setting(bad).is_err(), "{bad}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_record_of_another_cluster_is_refused() {
+    let cluster = FakeCluster::new(10_000_000.0);
+    let path = tmp_record("other-cluster");
+    let mut record = run_baseline(&cluster, &path).await;
+    record.cluster.fsid = "11111111-2222-3333-4444-555555555555".into();
+    record.save(&path).unwrap();
+    let e = refused(
+        &cluster,
+        &step_plan(&path, "osd_max_backfills=2", DecideMode::Auto),
+    )
+    .await;
+    assert!(
+        e.contains("fsid 11111111") && e.contains("--ceph-conf"),
+        "{e}"
+    );
+    assert!(cluster.writes().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn revert_does_not_undo_someone_elses_later_change() {
+    let cluster = FakeCluster::new(10_000_000.0);
+    let path = tmp_record("changed-since");
+    run_baseline(&cluster, &path).await;
+    let (out, _) = step_ok(&cluster, &path, "osd_max_backfills=2", DecideMode::Ask).await;
+    assert_eq!(out.end, StepEnd::Undecided);
+    // Someone sets another value before the decision.
+    cluster.with(|s| {
+        s.db.insert("osd_max_backfills".into(), "6".into());
+    });
+    let e = decide(&cluster, &path, false)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is 6 in the config database, not the step's 2"),
+        "{e}"
+    );
+    assert_eq!(cluster.db_value("osd_max_backfills").as_deref(), Some("6"));
+}
