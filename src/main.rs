@@ -195,25 +195,28 @@ fn ceph_client(args: &CephArgs) -> anyhow::Result<CliClient> {
     Ok(CliClient::new(&settings))
 }
 
-/// Ctrl-C or SIGTERM asks the running command to stop cleanly (record written, setting put
-/// back); further signals are said to be ignored until it has.
+/// Ctrl-C, SIGTERM or SIGHUP (the SSH session dropped) asks the running command to stop
+/// cleanly (record written, setting put back); further signals are said to be ignored until it
+/// has.
 fn cancel_on_signals() -> watch::Receiver<bool> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    async fn next(s: &mut Option<Signal>) {
+        match s.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hup = signal(SignalKind::hangup()).ok();
         loop {
-            let term_recv = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
-                _ = term_recv => {}
+                _ = next(&mut term) => {}
+                _ = next(&mut hup) => {}
             }
             if *tx.borrow() {
                 eprintln!(

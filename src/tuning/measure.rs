@@ -353,7 +353,7 @@ pub async fn measure<C: Client, F: FioRunner>(
         tokio::select! {
             _ = tokio::time::sleep_until(next_sample.min(end)) => {}
             r = &mut fio_run, if fio_result.is_none() => { fio_result = Some(r); }
-            _ = cancelled(cancel) => { interrupted = Some(format!("interrupted (Ctrl-C) after {}", fmt_secs(start.elapsed().as_secs_f64()))); }
+            _ = cancelled(cancel) => { interrupted = Some(format!("interrupted (Ctrl-C or a signal) after {}", fmt_secs(start.elapsed().as_secs_f64()))); }
         }
     }
     if interrupted.is_none() {
@@ -375,7 +375,7 @@ pub async fn measure<C: Client, F: FioRunner>(
                 r = &mut fio_run => { fio_result = Some(r); break; }
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 _ = cancelled(cancel) => {
-                    interrupted = Some(format!("interrupted (Ctrl-C) after {} while fio was still running", fmt_secs(start.elapsed().as_secs_f64())));
+                    interrupted = Some(format!("interrupted (Ctrl-C or a signal) after {} while fio was still running", fmt_secs(start.elapsed().as_secs_f64())));
                     break;
                 }
             }
@@ -644,7 +644,7 @@ mod tests {
         let m = measure(&client, &fio, &plan(), &spec, &mut progress, &mut cancel).await;
         assert_eq!(
             m.measurement.interrupted.as_deref(),
-            Some("interrupted (Ctrl-C) after 1m5s")
+            Some("interrupted (Ctrl-C or a signal) after 1m5s")
         );
         assert_eq!(m.measurement.client, None);
         assert!(m.measurement.recovery.samples > 0);

@@ -155,7 +155,19 @@ pub async fn sweep<C: Client, F: FioRunner>(
         }
     }
     let restored = cluster::restore(client, "osd_mclock_profile", found.as_deref()).await;
-    progress.say(&format!("profile restored: {}", result.profile_restored));
+    match &restored {
+        Ok(()) => progress.say(&format!("profile restored: {}", result.profile_restored)),
+        Err(e) => progress.say(&format!(
+            "PROFILE NOT RESTORED ({e}): set osd_mclock_profile back by hand to {}",
+            result.profile_restored
+        )),
+    }
+    // Both errors matter; the restore's is the one that leaves the cluster changed.
+    if let (Err(measuring), Err(restoring)) = (&outcome, &restored) {
+        return Err(TuningError::Ceph(format!(
+            "{restoring}; and the sweep itself failed: {measuring}"
+        )));
+    }
     outcome?;
     restored?;
     Ok(result)

@@ -190,7 +190,7 @@ async fn baseline_without_recovery_says_so_and_ctrl_c_leaves_a_whole_record() {
     let saved = TuningRecord::load(&path).unwrap();
     assert_eq!(
         saved.baseline.measurement.interrupted.as_deref(),
-        Some("interrupted (Ctrl-C) after 20s")
+        Some("interrupted (Ctrl-C or a signal) after 20s")
     );
     // And no step can be built on it.
     let e = run_step(

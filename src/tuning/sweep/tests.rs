@@ -136,7 +136,7 @@ async fn a_profile_not_set_goes_back_to_not_set_even_on_ctrl_c() {
         "{calls:#?}"
     );
     assert!(calls.contains(&"config rm osd osd_mclock_profile".to_string()));
-    assert!(render(&r).contains("not measured: interrupted (Ctrl-C)"));
+    assert!(render(&r).contains("not measured: interrupted (Ctrl-C or a signal)"));
     assert!(render(&r).contains("incomplete"));
 }
 
