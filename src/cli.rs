@@ -554,6 +554,66 @@ pub struct EnforcerArgs {
         value_name = "DURATION"
     )]
     pub verify_after: Option<HumanDuration>,
+    /// Highest rung of the escalation ladder: 1 throttle profile only, 2 + recovery limit,
+    /// 3 + duty-cycled nobackfill/norecover pause [default: 3]
+    #[arg(id = "enforcer.max-rung", long = "enforcer.max-rung", value_name = "N")]
+    pub max_rung: Option<u8>,
+    /// How long a rung is held before its effect on p99 is judged (at least the latency window)
+    /// [default: 5m]
+    #[arg(
+        id = "enforcer.ladder-settle",
+        long = "enforcer.ladder-settle",
+        value_name = "DURATION"
+    )]
+    pub ladder_settle: Option<HumanDuration>,
+    /// Rung 2 under mClock: custom profile with the background-recovery limit (IOPS per OSD)
+    /// at each of these in turn [default: 1000,300,100]
+    #[arg(
+        id = "enforcer.recovery-limits",
+        long = "enforcer.recovery-limits",
+        value_name = "IOPS,...",
+        value_delimiter = ','
+    )]
+    pub recovery_limits: Option<Vec<u32>>,
+    /// Rung 2 on wpq: osd_recovery_sleep (seconds) at each of these in turn, with
+    /// osd_recovery_max_active 1 [default: 0.2,0.5,1]
+    #[arg(
+        id = "enforcer.recovery-sleeps",
+        long = "enforcer.recovery-sleeps",
+        value_name = "SECONDS,...",
+        value_delimiter = ','
+    )]
+    pub recovery_sleeps: Option<Vec<f64>>,
+    /// A rung comes off when p99 stays below this fraction of the bound for the ladder's
+    /// settle time [default: 0.7]
+    #[arg(
+        id = "enforcer.descend-below",
+        long = "enforcer.descend-below",
+        value_name = "FRACTION"
+    )]
+    pub descend_below: Option<f64>,
+    /// Rung 3: one pause on/off cycle [default: 30s]
+    #[arg(
+        id = "enforcer.pause-period",
+        long = "enforcer.pause-period",
+        value_name = "DURATION"
+    )]
+    pub pause_period: Option<HumanDuration>,
+    /// Rung 3: never pause more than this share of each period, so recovery progresses
+    /// [default: 0.8]
+    #[arg(
+        id = "enforcer.pause-max-share",
+        long = "enforcer.pause-max-share",
+        value_name = "FRACTION"
+    )]
+    pub pause_max_share: Option<f64>,
+    /// Rung 3: at most this much pause in one recovery [default: 30m]
+    #[arg(
+        id = "enforcer.pause-max-total",
+        long = "enforcer.pause-max-total",
+        value_name = "DURATION"
+    )]
+    pub pause_max_total: Option<HumanDuration>,
     /// Where the enforcer keeps the operator's original settings (written atomically)
     /// [default: /var/lib/ceph-recovery-budget/enforcer-state.json]
     #[arg(
@@ -603,6 +663,14 @@ impl ServeArgs {
                 state_file: self.enforcer.state_file.clone(),
                 wpq_levers: self.enforcer.wpq_levers.clone(),
                 verify_after: self.enforcer.verify_after,
+                max_rung: self.enforcer.max_rung,
+                ladder_settle: self.enforcer.ladder_settle,
+                recovery_limits: self.enforcer.recovery_limits.clone(),
+                recovery_sleeps: self.enforcer.recovery_sleeps.clone(),
+                descend_below: self.enforcer.descend_below,
+                pause_period: self.enforcer.pause_period,
+                pause_max_share: self.enforcer.pause_max_share,
+                pause_max_total: self.enforcer.pause_max_total,
             },
         }
     }
@@ -641,6 +709,40 @@ mod tests {
         assert_eq!(o.ceph_cmd.as_deref(), Some("cephadm shell -- ceph"));
         assert_eq!(o.listen_address.unwrap().0.port(), 9100);
         assert_eq!(o.log_format, Some(LogFormat::Json));
+    }
+
+    #[test]
+    fn the_ladder_flags_parse_into_lists() {
+        let cli = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--enforcer.recovery-limits",
+            "300,100",
+            "--enforcer.recovery-sleeps",
+            "0.5",
+            "--enforcer.max-rung",
+            "2",
+            "--enforcer.pause-period",
+            "10s",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        let o = args.overrides().enforcer;
+        assert_eq!(o.recovery_limits, Some(vec![300, 100]));
+        assert_eq!(o.recovery_sleeps, Some(vec![0.5]));
+        assert_eq!(o.max_rung, Some(2));
+        assert_eq!(o.pause_period.map(|d| d.0.as_secs()), Some(10));
+        let err = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--enforcer.recovery-limits",
+            "300,lots",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("lots"), "{err}");
     }
 
     #[test]

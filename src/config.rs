@@ -16,7 +16,10 @@ use std::collections::BTreeMap;
 
 use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
 use crate::ceph::cli::CliSettings;
-use crate::enforcer::policy::{BaselineSpec, Mode, Policy, SuspendWhen, MCLOCK_PROFILES};
+use crate::enforcer::pause::PausePolicy;
+use crate::enforcer::policy::{
+    BaselineSpec, LadderPolicy, Mode, Policy, SuspendWhen, MCLOCK_PROFILES,
+};
 use crate::latency::aggregate::Grouping;
 
 /// Default port of `serve`: not 9283 (mgr prometheus module), 9926 (ceph-exporter) or 9128
@@ -257,6 +260,15 @@ pub struct EnforcerFile {
     pub max_changes_per_hour: Option<Spanned<u32>>,
     pub verify_after: Option<Spanned<HumanDuration>>,
     pub state_file: Option<PathBuf>,
+    /// The escalation ladder (issue #7).
+    pub max_rung: Option<Spanned<u8>>,
+    pub ladder_settle: Option<Spanned<HumanDuration>>,
+    pub recovery_limits: Option<Spanned<Vec<u32>>>,
+    pub recovery_sleeps: Option<Spanned<Vec<f64>>>,
+    pub descend_below: Option<Spanned<f64>>,
+    pub pause_period: Option<Spanned<HumanDuration>>,
+    pub pause_max_share: Option<Spanned<f64>>,
+    pub pause_max_total: Option<Spanned<HumanDuration>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -365,6 +377,14 @@ pub struct EnforcerOverrides {
     pub state_file: Option<PathBuf>,
     pub wpq_levers: Option<BTreeMap<String, String>>,
     pub verify_after: Option<HumanDuration>,
+    pub max_rung: Option<u8>,
+    pub ladder_settle: Option<HumanDuration>,
+    pub recovery_limits: Option<Vec<u32>>,
+    pub recovery_sleeps: Option<Vec<f64>>,
+    pub descend_below: Option<f64>,
+    pub pause_period: Option<HumanDuration>,
+    pub pause_max_share: Option<f64>,
+    pub pause_max_total: Option<HumanDuration>,
 }
 
 /// Validated settings of `serve`.
@@ -700,6 +720,129 @@ impl Settings {
     }
 }
 
+fn resolve_ladder(
+    file: &EnforcerFile,
+    path: &Path,
+    flags: &EnforcerOverrides,
+    interval: Duration,
+    latency_window: Duration,
+) -> Result<LadderPolicy, ConfigError> {
+    let d = LadderPolicy::default();
+    let (max_rung, mr_origin) = pick(
+        flags.max_rung.as_ref(),
+        "--enforcer.max-rung",
+        file.max_rung.as_ref(),
+        path,
+        "enforcer.max_rung",
+        d.max_rung,
+    );
+    if !(1..=3).contains(&max_rung) {
+        return Err(invalid(&mr_origin, format!("max_rung {max_rung} must be 1 (throttle profile only), 2 (+ recovery limit) or 3 (+ duty-cycled pause, the default)")));
+    }
+    let (settle, s_origin) = pick(
+        flags.ladder_settle.as_ref(),
+        "--enforcer.ladder-settle",
+        file.ladder_settle.as_ref(),
+        path,
+        "enforcer.ladder_settle",
+        HumanDuration(d.settle),
+    );
+    if settle.0 < latency_window {
+        return Err(invalid(&s_origin, format!(
+            "ladder_settle {} is shorter than the enforcer's latency window {}: a rung must be judged by a p99 measured entirely while it was held",
+            humantime::format_duration(settle.0),
+            humantime::format_duration(latency_window)
+        )));
+    }
+    let (recovery_limits, rl_origin) = pick(
+        flags.recovery_limits.as_ref(),
+        "--enforcer.recovery-limits",
+        file.recovery_limits.as_ref(),
+        path,
+        "enforcer.recovery_limits",
+        d.recovery_limits.clone(),
+    );
+    if recovery_limits.contains(&0) || recovery_limits.windows(2).any(|w| w[1] >= w[0]) {
+        return Err(invalid(&rl_origin, format!("recovery_limits {recovery_limits:?} must be IOPS above 0, each lower than the one before (e.g. 1000,300,100); empty skips the limit rung under mClock")));
+    }
+    let (recovery_sleeps, rs_origin) = pick(
+        flags.recovery_sleeps.as_ref(),
+        "--enforcer.recovery-sleeps",
+        file.recovery_sleeps.as_ref(),
+        path,
+        "enforcer.recovery_sleeps",
+        d.recovery_sleeps.clone(),
+    );
+    if recovery_sleeps
+        .iter()
+        .any(|s| !(s.is_finite() && *s > 0.0 && *s <= 10.0))
+        || recovery_sleeps.windows(2).any(|w| w[1] <= w[0])
+    {
+        return Err(invalid(&rs_origin, format!("recovery_sleeps {recovery_sleeps:?} must be seconds above 0 and at most 10, each longer than the one before (e.g. 0.2,0.5,1); empty skips the limit rung on wpq")));
+    }
+    let (descend_below, db_origin) = pick(
+        flags.descend_below.as_ref(),
+        "--enforcer.descend-below",
+        file.descend_below.as_ref(),
+        path,
+        "enforcer.descend_below",
+        d.descend_below,
+    );
+    if !(descend_below > 0.0 && descend_below < 1.0) {
+        return Err(invalid(&db_origin, format!("descend_below {descend_below} must be a fraction of the bound between 0 and 1 (0.7: a rung comes off once p99 stays below 70% of the bound)")));
+    }
+    let (period, pp_origin) = pick(
+        flags.pause_period.as_ref(),
+        "--enforcer.pause-period",
+        file.pause_period.as_ref(),
+        path,
+        "enforcer.pause_period",
+        HumanDuration(Duration::from_secs_f64(d.pause.period)),
+    );
+    if period.0 < interval * 4 {
+        return Err(invalid(&pp_origin, format!(
+            "pause_period {} must be at least four collection intervals ({} each): the flags are set and unset once per cycle",
+            humantime::format_duration(period.0),
+            humantime::format_duration(interval)
+        )));
+    }
+    let (max_share, ms_origin) = pick(
+        flags.pause_max_share.as_ref(),
+        "--enforcer.pause-max-share",
+        file.pause_max_share.as_ref(),
+        path,
+        "enforcer.pause_max_share",
+        d.pause.max_share,
+    );
+    if !(max_share > 0.0 && max_share <= 0.9) {
+        return Err(invalid(&ms_origin, format!("pause_max_share {max_share} must be above 0 and at most 0.9: recovery must keep progressing (default 0.8)")));
+    }
+    let (max_total, _) = pick(
+        flags.pause_max_total.as_ref(),
+        "--enforcer.pause-max-total",
+        file.pause_max_total.as_ref(),
+        path,
+        "enforcer.pause_max_total",
+        HumanDuration(Duration::from_secs_f64(d.pause.max_total)),
+    );
+    Ok(LadderPolicy {
+        max_rung,
+        settle: settle.0,
+        recovery_limits,
+        recovery_sleeps,
+        descend_below,
+        pause: PausePolicy {
+            period: period.0.as_secs_f64(),
+            start_share: d.pause.start_share.min(max_share),
+            step: d.pause.step,
+            max_share,
+            lower: descend_below,
+            max_total: max_total.0.as_secs_f64(),
+            tick: interval.as_secs_f64(),
+        },
+    })
+}
+
 fn resolve_policy(
     file: &EnforcerFile,
     path: &Path,
@@ -843,6 +986,7 @@ fn resolve_policy(
             ),
         ));
     }
+    let ladder = resolve_ladder(file, path, flags, interval, latency_window)?;
     let wpq_levers = flags
         .wpq_levers
         .clone()
@@ -876,6 +1020,7 @@ fn resolve_policy(
         min_interval,
         max_changes_per_hour: max_changes,
         verify_after,
+        ladder,
         state_file: flags
             .state_file
             .clone()
@@ -1073,6 +1218,55 @@ mod tests {
         let s = resolve("enforcer:\n  mode: enforce\n  baseline: 16ms\n", &flags).unwrap();
         assert_eq!(s.policy.mode, Mode::Off);
         assert_eq!(s.policy.baseline, BaselineSpec::Learned);
+    }
+
+    #[test]
+    fn the_ladder_is_read_from_the_file_and_checked() {
+        let s = resolve(
+            "collect:\n  interval: 5s\nenforcer:\n  latency_window: 1m\n  ladder_settle: 2m\n  max_rung: 2\n  recovery_limits: [500, 50]\n  pause_period: 20s\n  pause_max_share: 0.5\n",
+            &Overrides::default(),
+        )
+        .unwrap();
+        let l = &s.policy.ladder;
+        assert_eq!(l.max_rung, 2);
+        assert_eq!(l.settle, Duration::from_secs(120));
+        assert_eq!(l.recovery_limits, vec![500, 50]);
+        assert_eq!(l.pause.period, 20.0);
+        assert_eq!(l.pause.max_share, 0.5);
+        assert_eq!(l.pause.tick, 5.0, "the flags change once per collection");
+        for (yaml, words) in [
+            ("enforcer:\n  max_rung: 4\n", vec!["max_rung 4", "line 2"]),
+            (
+                "enforcer:\n  latency_window: 5m\n  ladder_settle: 1m\n",
+                vec!["ladder_settle 1m", "latency window 5m"],
+            ),
+            (
+                "enforcer:\n  recovery_limits: [100, 300]\n",
+                vec!["each lower than the one before"],
+            ),
+            ("enforcer:\n  pause_max_share: 1.0\n", vec!["at most 0.9"]),
+            (
+                "enforcer:\n  pause_period: 30s\n",
+                vec!["four collection intervals"],
+            ),
+            ("enforcer:\n  descend_below: 1.2\n", vec!["between 0 and 1"]),
+        ] {
+            let err = resolve(yaml, &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            for w in words {
+                assert!(err.contains(w), "{yaml}: {err}");
+            }
+        }
+        let flags = Overrides {
+            enforcer: EnforcerOverrides {
+                max_rung: Some(0),
+                ..Default::default()
+            },
+            ..Overrides::default()
+        };
+        let err = resolve("", &flags).unwrap_err().to_string();
+        assert!(err.contains("--enforcer.max-rung"), "{err}");
     }
 
     #[test]

@@ -112,6 +112,7 @@ fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
         humantime::format_duration(p.min_interval),
         p.state_file.display()
     );
+    out += &format!("  {}\n", enforcer::ladder::describe(p));
     print_out(&out);
     Ok(ExitCode::SUCCESS)
 }
@@ -739,7 +740,7 @@ fn build_enforcer<C: Client>(
     }
     tracing::info!(
         target: "decision",
-        "enforcer {} mode: baseline {}{}, bound {} x baseline, act after {} above it during recovery, suspend when {}",
+        "enforcer {} mode: baseline {}{}, bound {} x baseline, act after {} above it during recovery, suspend when {}; {}",
         policy.mode.as_str(),
         policy.baseline,
         match (&policy.baseline, fixed) {
@@ -748,7 +749,8 @@ fn build_enforcer<C: Client>(
         },
         policy.multiplier,
         enforcer::fmt_secs(policy.breach_for.as_secs_f64()),
-        policy.suspend_when.as_str()
+        policy.suspend_when.as_str(),
+        enforcer::ladder::describe(policy)
     );
     let style = match settings.log_format {
         LogFormat::Json => LogStyle::Json,

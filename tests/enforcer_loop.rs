@@ -504,3 +504,149 @@ async fn p99_from_prometheus_drives_the_throttle_and_its_absence_holds() {
     assert_eq!(rig.commands().len(), 1);
     let _ = std::fs::remove_file(&file);
 }
+
+/// A policy that climbs straight from the throttle to the pause (no recovery-limit steps),
+/// judging each rung after 30 s, pausing half of each minute.
+fn pause_policy(file: &str) -> Policy {
+    let mut p = policy(Mode::Enforce, file);
+    p.ladder.settle = Duration::from_secs(30);
+    p.ladder.recovery_limits = Vec::new();
+    p.ladder.pause.period = 60.0;
+    p.ladder.pause.start_share = 0.5;
+    p.ladder.pause.tick = INTERVAL.as_secs_f64();
+    p
+}
+
+fn flag_commands(rig: &Rig) -> Vec<String> {
+    rig.commands()
+        .into_iter()
+        .filter(|c| c.starts_with("osd "))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pause_rung_records_its_flags_first_and_clears_them_on_shutdown() {
+    let file = temp_state("pause");
+    let mut rig = Rig::with_policy(
+        pause_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    *rig.cluster.actor.state_file.lock().unwrap() = Some(file.clone().into());
+    // Slow writes during a rebalance: throttle after 60 s, pause 30 s later, duty-cycled.
+    rig.play(ClusterState::Rebalance, true, 14).await;
+    let flags = flag_commands(&rig);
+    assert!(
+        flags.starts_with(&[
+            "osd set nobackfill".to_string(),
+            "osd set norecover".to_string(),
+            "osd unset nobackfill".to_string(),
+            "osd unset norecover".to_string(),
+        ]),
+        "{flags:?}"
+    );
+    // Every flag was in the state file before it was set.
+    let seen = rig
+        .cluster
+        .actor
+        .flag_in_state_file_when_set
+        .lock()
+        .unwrap()
+        .clone();
+    assert!(!seen.is_empty() && seen.iter().all(|s| *s), "{seen:?}");
+    assert!(rig.events().contains(&"PAUSE".to_string()));
+    let m = rig.enforcer.shared();
+    let paused_seconds = m.lock().unwrap().paused_seconds;
+    assert!(paused_seconds >= 30.0, "{paused_seconds}");
+
+    // Get it paused, then stop the enforcer (SIGTERM): its flags go, the operator's stay.
+    for _ in 0..4 {
+        if rig.enforcer.state().flags_set.is_empty() {
+            rig.play(ClusterState::Rebalance, true, 1).await;
+        }
+    }
+    assert!(!rig.enforcer.state().flags_set.is_empty(), "paused now");
+    rig.cluster.actor.flag_by_hand("noout", true);
+    let actor = rig.cluster.actor.clone();
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(rig.enforcer.run(snap_rx, stop_rx));
+    tokio::task::yield_now().await;
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    let now = actor.flags_now();
+    assert!(
+        !now.contains("nobackfill") && !now.contains("norecover"),
+        "{now:?}"
+    );
+    assert!(now.contains("noout"), "someone else's flag stays");
+    let saved = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    assert!(saved.flags_set.is_empty(), "{:?}", saved.flags_set);
+}
+
+#[tokio::test(start_paused = true)]
+async fn flags_a_previous_run_left_are_cleared_at_start() {
+    let file = temp_state("pause-start");
+    let left = EnforcerState {
+        flags_set: ["nobackfill".to_string(), "norecover".to_string()].into(),
+        ..Default::default()
+    };
+    left.save(std::path::Path::new(&file)).unwrap();
+    let rig = Rig::with_policy(pause_policy(&file), left, 1.8e9, Some(0.010));
+    let actor = rig.cluster.actor.clone();
+    actor.flag_by_hand("nobackfill", true);
+    actor.flag_by_hand("norecover", true);
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(rig.enforcer.run(snap_rx, stop_rx));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    tokio::task::yield_now().await;
+    assert!(actor.flags_now().is_empty(), "{:?}", actor.flags_now());
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    assert_eq!(
+        actor.commands(),
+        ["osd unset nobackfill", "osd unset norecover"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operators_nobackfill_is_never_touched_and_makes_the_enforcer_hold() {
+    let file = temp_state("pause-foreign");
+    let mut rig = Rig::with_policy(
+        pause_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    rig.play(ClusterState::Rebalance, true, 6).await;
+    rig.cluster.actor.flag_by_hand("nobackfill", true);
+    rig.play(ClusterState::Rebalance, true, 12).await;
+    assert!(
+        !rig.commands().iter().any(|c| c.contains("nobackfill")),
+        "{:?}",
+        rig.commands()
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Holding);
+    assert!(rig.cluster.actor.flags_now().contains("nobackfill"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_mode_never_sets_a_flag() {
+    let file = temp_state("pause-observe");
+    let mut p = pause_policy(&file);
+    p.mode = Mode::Observe;
+    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    rig.play(ClusterState::Rebalance, true, 20).await;
+    assert!(flag_commands(&rig).is_empty(), "{:?}", rig.commands());
+    assert!(
+        rig.events().contains(&"PAUSE".to_string()),
+        "{:?}",
+        rig.events()
+    );
+}

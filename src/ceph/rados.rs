@@ -113,6 +113,9 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
         ["status"] => mon("status", &[]),
         ["osd", "ls"] => mon("osd ls", &[]),
         ["osd", "tree"] => mon("osd tree", &[]),
+        ["osd", "dump"] => mon("osd dump", &[]),
+        ["osd", "set", flag] => mon("osd set", &[("key", Arg::Str(flag))]),
+        ["osd", "unset", flag] => mon("osd unset", &[("key", Arg::Str(flag))]),
         ["osd", "pool", "ls"] => mon("osd pool ls", &[]),
         ["osd", "pool", "ls", "detail"] => mon("osd pool ls", &[("detail", Arg::Str("detail"))]),
         ["pg", "ls"] => mon("pg ls", &[]),
@@ -159,6 +162,13 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
                 }
                 ["perf", "dump", filter @ ..] if filter.len() <= 2 => perf("perf dump", filter),
                 ["config", "get", var] => command_json("config get", &[("var", Arg::Str(var))]),
+                ["config", "set", var, val] => command_json(
+                    "config set",
+                    &[
+                        ("var", Arg::Str(var)),
+                        ("val", Arg::List(std::slice::from_ref(val))),
+                    ],
+                ),
                 _ => return Err(unsupported()),
             };
             Ok(Request::Tell { target, json })

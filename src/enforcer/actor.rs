@@ -1,6 +1,7 @@
-//! The enforcer's hands: `ceph config set/rm osd KEY` and reading the config database.
+//! The enforcer's hands: `ceph config set/rm osd KEY`, reading the config database, pushing a
+//! value to the running OSDs, and the OSD map's pause flags.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use crate::ceph::parse::config_dump;
@@ -17,6 +18,14 @@ pub trait Actor: Send + Sync + 'static {
         &self,
         keys: &[String],
     ) -> impl Future<Output = Result<BTreeMap<String, Option<String>>, String>> + Send;
+    /// `ceph tell osd.* config set KEY VALUE` (the running OSDs; not persisted)
+    fn push(&self, key: &str, value: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// The OSD map's flags (`ceph osd dump` "flags").
+    fn flags(&self) -> impl Future<Output = Result<BTreeSet<String>, String>> + Send;
+    /// `ceph osd set FLAG`
+    fn set_flag(&self, flag: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// `ceph osd unset FLAG`
+    fn unset_flag(&self, flag: &str) -> impl Future<Output = Result<(), String>> + Send;
 }
 
 pub struct CephActor<C> {
@@ -64,6 +73,26 @@ impl<C: Client> Actor for CephActor<C> {
             .collect();
         Ok(super::configured_map(&osd, keys))
     }
+
+    async fn push(&self, key: &str, value: &str) -> Result<(), String> {
+        self.run(&["tell", "osd.*", "config", "set", key, value])
+            .await
+            .map(|_| ())
+    }
+
+    async fn flags(&self) -> Result<BTreeSet<String>, String> {
+        let out = self.run(&["osd", "dump"]).await?;
+        crate::ceph::parse::osd_dump::flags(&out)
+            .map_err(|e| format!("cannot read the flags of `ceph osd dump`: {e}"))
+    }
+
+    async fn set_flag(&self, flag: &str) -> Result<(), String> {
+        self.run(&["osd", "set", flag]).await.map(|_| ())
+    }
+
+    async fn unset_flag(&self, flag: &str) -> Result<(), String> {
+        self.run(&["osd", "unset", flag]).await.map(|_| ())
+    }
 }
 
 /// Records every command and answers from an in-memory config database; for tests.
@@ -75,11 +104,43 @@ pub struct FakeActor {
     pub fail_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// Make the next N set calls take effect and still report a failure (a timed-out CLI).
     pub apply_then_fail: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// The OSD map's flags.
+    pub osd_flags: std::sync::Arc<std::sync::Mutex<BTreeSet<String>>>,
+    /// Fail the next N flag commands (set/unset).
+    pub fail_flags: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// When set: at each `osd set FLAG`, whether this state file already listed FLAG as set
+    /// by the enforcer (it must, before the flag is set).
+    pub state_file: std::sync::Arc<std::sync::Mutex<Option<std::path::PathBuf>>>,
+    pub flag_in_state_file_when_set: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
 }
 
 impl FakeActor {
     pub fn commands(&self) -> Vec<String> {
         self.commands.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    pub fn flags_now(&self) -> BTreeSet<String> {
+        self.osd_flags.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+    /// An operator's `ceph osd set/unset FLAG`.
+    pub fn flag_by_hand(&self, flag: &str, set: bool) {
+        if let Ok(mut f) = self.osd_flags.lock() {
+            if set {
+                f.insert(flag.into());
+            } else {
+                f.remove(flag);
+            }
+        }
+    }
+    fn log(&self, c: String) {
+        if let Ok(mut cs) = self.commands.lock() {
+            cs.push(c);
+        }
+    }
+    fn flag_fails(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.fail_flags
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
     pub fn set_by_hand(&self, key: &str, value: &str) {
         if let Ok(mut db) = self.db.lock() {
@@ -136,5 +197,41 @@ impl Actor for FakeActor {
             .iter()
             .map(|k| (k.clone(), db.get(k).cloned()))
             .collect())
+    }
+
+    async fn push(&self, key: &str, value: &str) -> Result<(), String> {
+        self.log(format!("tell osd.* config set {key} {value}"));
+        Ok(())
+    }
+
+    async fn flags(&self) -> Result<BTreeSet<String>, String> {
+        Ok(self.flags_now())
+    }
+
+    async fn set_flag(&self, flag: &str) -> Result<(), String> {
+        self.log(format!("osd set {flag}"));
+        let path = self.state_file.lock().ok().and_then(|p| p.clone());
+        if let Some(path) = path {
+            let listed = super::EnforcerState::load(&path)
+                .map(|s| s.flags_set.contains(flag))
+                .unwrap_or(false);
+            if let Ok(mut v) = self.flag_in_state_file_when_set.lock() {
+                v.push(listed);
+            }
+        }
+        if self.flag_fails() {
+            return Err("Error ETIMEDOUT: injected failure".into());
+        }
+        self.flag_by_hand(flag, true);
+        Ok(())
+    }
+
+    async fn unset_flag(&self, flag: &str) -> Result<(), String> {
+        self.log(format!("osd unset {flag}"));
+        if self.flag_fails() {
+            return Err("Error ETIMEDOUT: injected failure".into());
+        }
+        self.flag_by_hand(flag, false);
+        Ok(())
     }
 }

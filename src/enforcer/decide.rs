@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::ladder;
 use super::observation::{Observation, OpQueue};
+use super::pause::PAUSE_FLAGS;
 use super::policy::{Mode, Policy, SuspendWhen};
-use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry, Time};
+use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Retry, Time};
 use super::{fmt_ms, fmt_secs};
 
 pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
@@ -38,6 +40,33 @@ pub struct Action {
     pub changes: Vec<Change>,
     /// Why, in numbers.
     pub reason: String,
+    /// Values also pushed to the running OSDs (`ceph tell osd.* config set`): Pacific keeps a
+    /// built-in profile's scheduler values over the config database's, so a `custom` limit
+    /// set with `config set` alone would not bind until the OSDs restart.
+    pub push: Vec<(String, String)>,
+    /// Where the ladder stands (rung, step) once the action is carried out.
+    pub rung: Option<(u8, usize)>,
+}
+
+/// What `decide` wants done, before the limits are checked.
+pub(super) struct Want {
+    kind: ActionKind,
+    changes: Vec<Change>,
+    reason: String,
+    pub(super) push: Vec<(String, String)>,
+    pub(super) rung: Option<(u8, usize)>,
+}
+
+impl Want {
+    pub(super) fn new(kind: ActionKind, changes: Vec<Change>, reason: String) -> Self {
+        Self {
+            kind,
+            changes,
+            reason,
+            push: Vec::new(),
+            rung: None,
+        }
+    }
 }
 
 impl Action {
@@ -86,15 +115,15 @@ pub struct Decision {
 }
 
 /// Context for building records.
-struct Ctx<'a> {
-    policy: &'a Policy,
-    obs: &'a Observation,
-    now: Time,
-    bound: Option<f64>,
+pub(super) struct Ctx<'a> {
+    pub(super) policy: &'a Policy,
+    pub(super) obs: &'a Observation,
+    pub(super) now: Time,
+    pub(super) bound: Option<f64>,
 }
 
 impl Ctx<'_> {
-    fn record(&self, event: &str, message: String) -> DecisionRecord {
+    pub(super) fn record(&self, event: &str, message: String) -> DecisionRecord {
         DecisionRecord {
             time: self.now,
             mode: self.policy.mode.as_str(),
@@ -198,7 +227,10 @@ fn at_risk(policy: &Policy, obs: &Observation) -> Option<String> {
 }
 
 /// The values the policy sets to throttle, for the op queue the OSDs run.
-fn throttle_values(policy: &Policy, obs: &Observation) -> Option<BTreeMap<String, String>> {
+pub(super) fn throttle_values(
+    policy: &Policy,
+    obs: &Observation,
+) -> Option<BTreeMap<String, String>> {
     match &obs.op_queue {
         OpQueue::Mclock => Some(BTreeMap::from([(
             MCLOCK_PROFILE_KEY.to_string(),
@@ -209,7 +241,7 @@ fn throttle_values(policy: &Policy, obs: &Observation) -> Option<BTreeMap<String
     }
 }
 
-fn changes_to(values: &BTreeMap<String, String>, obs: &Observation) -> Vec<Change> {
+pub(super) fn changes_to(values: &BTreeMap<String, String>, obs: &Observation) -> Vec<Change> {
     values
         .iter()
         .map(|(k, v)| Change {
@@ -276,6 +308,12 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 ),
             ));
         }
+        ladder::end_pause(
+            &ctx,
+            &mut next,
+            &mut notes,
+            "observations are stale: no pausing on old data",
+        );
         next.holding = Some(key);
         next.phase = Phase::Holding;
         return Decision {
@@ -292,8 +330,62 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         next.holding = None;
     }
 
+    // Pause flags someone else set: their recovery pause, hands off entirely.
+    let foreign: Vec<String> = obs
+        .osd_flags
+        .iter()
+        .flatten()
+        .filter(|f| PAUSE_FLAGS.contains(&f.as_str()) && !state.flags_set.contains(*f))
+        .cloned()
+        .collect();
+    if !foreign.is_empty() {
+        ladder::end_pause(&ctx, &mut next, &mut notes, "someone else set pause flags");
+        let key = format!("flags {}", foreign.join(","));
+        if state.holding.as_deref() != Some(key.as_str()) {
+            notes.push(ctx.record(
+                "HOLD",
+                format!(
+                    "HOLD: {} set, not by the enforcer: someone paused recovery by hand; the enforcer changes nothing (and never touches their flags) until it is unset",
+                    foreign.join(" and ")
+                ),
+            ));
+        }
+        next.holding = Some(key);
+        next.phase = Phase::Holding;
+        return Decision {
+            action: None,
+            notes,
+            next,
+        };
+    }
+    // Our flags gone while we hold them: a person unset them. Respect it for this recovery.
+    if let Some(flags) = &obs.osd_flags {
+        let gone: Vec<String> = state
+            .flags_set
+            .iter()
+            .filter(|f| !flags.contains(*f))
+            .cloned()
+            .collect();
+        if !gone.is_empty() && state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
+            next.ladder.no_pause = true;
+            for f in &gone {
+                next.flags_set.remove(f);
+            }
+            ladder::end_pause(
+                &ctx,
+                &mut next,
+                &mut notes,
+                &format!(
+                    "{} unset by someone else while the enforcer held them; no pause again in this recovery",
+                    gone.join(" and ")
+                ),
+            );
+        }
+    }
+
     let recovering = obs.recovery_active();
     if recovering && !state.recovery_active {
+        next.ladder = LadderState::default();
         notes.push(ctx.record(
             "RECOVERY_STARTED",
             format!(
@@ -347,6 +439,12 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         }
     }
     if next.overridden {
+        ladder::end_pause(
+            &ctx,
+            &mut next,
+            &mut notes,
+            "someone changed what the enforcer set: hands off",
+        );
         if !recovering {
             notes.push(ctx.record(
                 "OVERRIDE_ENDED",
@@ -368,7 +466,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         };
     }
 
-    let mut want: Option<(ActionKind, Vec<Change>, String)> = None;
+    let mut want: Option<Want> = None;
 
     if !recovering {
         // 1 and 5: no recovery: nothing to do but restore, after the settle time.
@@ -381,6 +479,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 ),
             ));
         }
+        ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         if state.recovery_active {
             notes.push(ctx.record("RECOVERY_FINISHED", "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
         }
@@ -389,7 +488,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             let ended = *next.recovery_ended_at.get_or_insert(now);
             let waited = now - ended;
             if waited >= policy.settle.as_secs_f64() {
-                want = Some((
+                want = Some(Want::new(
                     ActionKind::Restore,
                     changes_back(state, obs),
                     format!(
@@ -411,6 +510,12 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         next.recovery_ended_at = None;
         if let Some(risk) = at_risk(policy, obs) {
             // 4: redundancy at risk: the bound is suspended whatever the latency.
+            ladder::end_pause(
+                &ctx,
+                &mut next,
+                &mut notes,
+                &format!("redundancy at risk ({risk}): recovery first"),
+            );
             if let Some(since) = next.breach_since.take() {
                 notes.push(ctx.record(
                     "BREACH_ENDED",
@@ -431,15 +536,30 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                             MCLOCK_PROFILE_KEY.to_string(),
                             policy.suspend_profile.clone(),
                         )]);
-                        want = Some((
+                        let mut changes = changes_to(&values, obs);
+                        // A recovery limit of rung 2 goes too: recovery first.
+                        for key in ladder::rung2_keys() {
+                            if state
+                                .applied
+                                .as_ref()
+                                .is_some_and(|a| a.values.contains_key(key))
+                            {
+                                changes.push(Change {
+                                    key: key.to_string(),
+                                    from: obs.configured.get(key).cloned().flatten(),
+                                    to: state.original.get(key).cloned().flatten(),
+                                });
+                            }
+                        }
+                        want = Some(Want::new(
                             ActionKind::Suspend,
-                            changes_to(&values, obs),
+                            changes,
                             format!("redundancy at risk: {risk}; latency bound suspended, recovery first"),
                         ));
                     }
                     _ if state.applied.is_some() => {
                         // No profile to raise recovery without mClock: undo the throttle.
-                        want = Some((
+                        want = Some(Want::new(
                             ActionKind::Suspend,
                             changes_back(state, obs),
                             format!("redundancy at risk: {risk}; latency bound suspended, throttle removed"),
@@ -458,7 +578,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             .as_ref()
             .is_some_and(|a| a.kind == ActionKind::Suspend)
         {
-            want = Some((
+            want = Some(Want::new(
                 ActionKind::Resume,
                 changes_back(state, obs),
                 format!("redundancy restored (0 PGs undersized) while recovery continues ({}); the latency bound applies again", ctx.pg_summary()),
@@ -466,10 +586,11 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             next.phase = Phase::Suspended;
         } else {
             // 2 and 3: the bound applies.
-            next.phase = if state
-                .applied
-                .as_ref()
-                .is_some_and(|a| a.kind == ActionKind::Throttle)
+            next.phase = if state.ladder.rung >= 1
+                || state
+                    .applied
+                    .as_ref()
+                    .is_some_and(|a| a.kind == ActionKind::Throttle)
             {
                 Phase::Throttled
             } else {
@@ -511,7 +632,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                             next.phase = Phase::Breached;
                             match throttle_values(policy, obs) {
                                 Some(values) => {
-                                    want = Some((
+                                    want = Some(Want::new(
                                         ActionKind::Throttle,
                                         changes_to(&values, obs),
                                         format!(
@@ -545,15 +666,37 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                     }
                 }
             }
+            // The throttle held and the bound still not met (or well met): the ladder.
+            if let (None, Some(b), true) = (&want, bound, state.ladder.rung >= 1) {
+                want = ladder::climb(policy, &ctx, state, &mut next, &mut notes, b);
+            }
         }
     }
 
     // 3: did the OSDs take the profile?  10: did the throttle help?
     if let Some(applied) = next.applied.as_mut() {
-        check_applied(policy, &ctx, applied, &mut notes);
+        let rung = match next.ladder.rung {
+            0 | 1 => "THROTTLE".to_string(),
+            r => ladder::rung_name(policy, &obs.op_queue, r, next.ladder.step, None),
+        };
+        check_applied(policy, &ctx, applied, &rung, &mut notes);
     }
 
-    let action = want.and_then(|(kind, changes, reason)| {
+    let action = want.and_then(|w| {
+        let Want {
+            kind,
+            changes,
+            reason,
+            push,
+            rung,
+        } = w;
+        let action = |changes| Action {
+            kind,
+            changes,
+            reason: reason.clone(),
+            push: push.clone(),
+            rung,
+        };
         let changes: Vec<Change> = changes
             .into_iter()
             .filter(|c| !same_setting(&c.from, &c.to) || kind == ActionKind::Restore)
@@ -561,13 +704,18 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         if changes.is_empty() && kind != ActionKind::Throttle {
             // Already as wanted (the operator's profile is the suspend profile, say): no
             // command, no change counted, but the state must move on.
-            return Some(Action { kind, changes, reason });
+            return Some(action(changes));
         }
         if changes.is_empty() {
-            if next.noted.insert("already_throttled".into()) {
+            // The operator's own setting is rung 1: the ladder starts above it.
+            if next.ladder.rung == 0 {
+                next.ladder.rung = 1;
+                next.ladder.since = now;
+                next.ladder.top = next.ladder.top.max(1);
+                next.phase = Phase::Throttled;
                 notes.push(ctx.record(
                     "NOTHING_TO_DO",
-                    format!("THROTTLE wanted but the OSDs are already configured that way; nothing stronger to try: {reason}"),
+                    format!("THROTTLE wanted but the OSDs are already configured that way (rung 1 is in force); the next rung is judged after {}: {reason}", fmt_secs(policy.ladder.settle.as_secs_f64())),
                 ));
             }
             return None;
@@ -594,13 +742,15 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             }
             return None;
         }
-        Some(Action { kind, changes, reason })
+        Some(action(changes))
     });
     if let Some(a) = &action {
         // Remember what the operator had before our first change of this episode.
         for c in &a.changes {
-            if matches!(a.kind, ActionKind::Throttle | ActionKind::Suspend)
-                && !next.original.contains_key(&c.key)
+            if matches!(
+                a.kind,
+                ActionKind::Throttle | ActionKind::Suspend | ActionKind::Escalate
+            ) && !next.original.contains_key(&c.key)
             {
                 next.original.insert(c.key.clone(), c.from.clone());
             }
@@ -617,6 +767,7 @@ fn check_applied(
     policy: &Policy,
     ctx: &Ctx<'_>,
     applied: &mut Applied,
+    rung: &str,
     notes: &mut Vec<DecisionRecord>,
 ) {
     let age = ctx.now - applied.at;
@@ -666,17 +817,25 @@ fn check_applied(
             applied.effective = Some(helped);
             let msg = if helped {
                 format!(
-                    "THROTTLE helped: p99 {} <= bound {} after {}",
+                    "{rung} helped: p99 {} <= bound {} after {}",
                     fmt_ms(p99),
                     fmt_ms(bound),
                     fmt_secs(age)
                 )
             } else {
                 format!(
-                    "THROTTLE had no effect: p99 still {} > bound {} after {}; keeping it (no flapping), recovery runs slower for nothing measurable",
+                    "{rung} had no effect: p99 still {} > bound {} after {}; {}",
                     fmt_ms(p99),
                     fmt_ms(bound),
-                    fmt_secs(age)
+                    fmt_secs(age),
+                    if policy.ladder.max_rung >= 2 {
+                        format!(
+                            "the ladder's next rung is tried once the rung held has had {}",
+                            fmt_secs(policy.ladder.settle.as_secs_f64())
+                        )
+                    } else {
+                        "keeping it (--enforcer.max-rung 1: no stronger lever)".to_string()
+                    }
                 )
             };
             notes.push(ctx.record(if helped { "EFFECTIVE" } else { "NO_EFFECT" }, msg));
@@ -704,24 +863,55 @@ pub fn apply_outcome(
                 state.changes.push(now);
             }
             state.noted.retain(|n| !n.starts_with("rate_limited:"));
+            let wpq_suspension = action.kind == ActionKind::Suspend
+                && !action.changes.iter().any(|c| c.key == MCLOCK_PROFILE_KEY);
             match action.kind {
-                ActionKind::Throttle | ActionKind::Suspend
-                    if action.changes.iter().all(|c| c.to.is_some()) =>
+                ActionKind::Throttle
+                | ActionKind::Suspend
+                | ActionKind::Escalate
+                | ActionKind::Descend
+                    if !wpq_suspension =>
                 {
+                    // What the enforcer holds now: what it held, with these changes.
+                    let mut values = match action.kind {
+                        ActionKind::Throttle => BTreeMap::new(),
+                        _ => state
+                            .applied
+                            .as_ref()
+                            .map(|a| a.values.clone())
+                            .unwrap_or_default(),
+                    };
+                    for c in &action.changes {
+                        match &c.to {
+                            Some(v) => values.insert(c.key.clone(), v.clone()),
+                            None => values.remove(&c.key),
+                        };
+                    }
+                    let kind = if action.kind == ActionKind::Suspend {
+                        ActionKind::Suspend
+                    } else {
+                        ActionKind::Throttle
+                    };
                     state.applied = Some(Applied {
-                        kind: action.kind,
-                        values: action
-                            .changes
-                            .iter()
-                            .filter_map(|c| c.to.clone().map(|v| (c.key.clone(), v)))
-                            .collect(),
+                        kind,
+                        values,
                         at: now,
                         simulated: policy.mode != Mode::Enforce,
                         verified: false,
                         not_taken: Vec::new(),
                         effective: None,
                     });
-                    state.phase = if action.kind == ActionKind::Throttle {
+                    let (rung, step) = match action.kind {
+                        ActionKind::Throttle => (1, 0),
+                        ActionKind::Suspend => (0, 0),
+                        _ => action.rung.unwrap_or((1, 0)),
+                    };
+                    state.ladder.rung = rung;
+                    state.ladder.step = step;
+                    state.ladder.since = now;
+                    state.ladder.below_since = None;
+                    state.ladder.top = state.ladder.top.max(rung);
+                    state.phase = if kind == ActionKind::Throttle {
                         Phase::Throttled
                     } else {
                         Phase::Suspended
@@ -731,6 +921,9 @@ pub fn apply_outcome(
                 _ => {
                     state.applied = None;
                     state.original.clear();
+                    state.ladder.rung = 0;
+                    state.ladder.step = 0;
+                    state.ladder.below_since = None;
                     if action.kind == ActionKind::Restore {
                         state.recovery_ended_at = None;
                         state.noted.clear();

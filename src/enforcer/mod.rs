@@ -3,12 +3,15 @@
 
 pub mod actor;
 pub mod decide;
+pub mod ladder;
 pub mod observation;
 pub mod pause;
 pub mod policy;
 pub mod state;
 pub mod view;
 
+#[cfg(test)]
+mod ladder_tests;
 #[cfg(test)]
 mod tests;
 
@@ -297,7 +300,191 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     fn lever_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.policy.wpq_levers.keys().cloned().collect();
         keys.push(decide::MCLOCK_PROFILE_KEY.to_string());
+        for k in ladder::rung2_keys() {
+            if !keys.iter().any(|x| x == k) {
+                keys.push(k.to_string());
+            }
+        }
         keys
+    }
+
+    /// A line of the decision log about the pause flags, with the cycle's numbers.
+    fn flag_record(
+        &self,
+        obs: &Observation,
+        event: &str,
+        message: String,
+        now: Time,
+    ) -> DecisionRecord {
+        DecisionRecord {
+            time: now,
+            mode: self.policy.mode.as_str(),
+            event: event.to_string(),
+            performed: self.policy.mode == Mode::Enforce,
+            message,
+            changes: Vec::new(),
+            p99_seconds: obs.p99,
+            bound_seconds: obs.baseline.map(|b| b * self.policy.multiplier),
+            baseline_seconds: obs.baseline,
+            pgs_recovering: obs.pgs_recovering,
+            pgs_undersized: obs.undersized_pgs,
+            degraded_objects: obs.degraded_objects,
+            misplaced_objects: obs.misplaced_objects,
+            pools_at_min_size: obs.pools_at_min_size.clone(),
+        }
+    }
+
+    /// Makes the OSD map's pause flags what the pause rung wants. Only the enforcer's own flags
+    /// are ever unset; they are in the state file before they are set.
+    async fn reconcile_flags(&mut self, obs: &Observation, was_paused: bool, now: Time) {
+        let pause = self.state.ladder.pause.as_ref();
+        let want = pause.is_some_and(|p| p.paused);
+        let share = pause.map_or(0.0, |p| p.share);
+        let period = self.policy.ladder.pause.period;
+        let flags = pause::PAUSE_FLAGS.join(", ");
+        if self.policy.mode != Mode::Enforce {
+            if want != was_paused {
+                let (event, msg) = if want {
+                    ("PAUSE", format!("(observe mode) would PAUSE: ceph osd set {flags} for {:.0} s of each {period:.0} s", share * period))
+                } else {
+                    (
+                        "UNPAUSE",
+                        format!("(observe mode) would UNPAUSE: ceph osd unset {flags}"),
+                    )
+                };
+                let rec = self.flag_record(obs, event, msg, now);
+                self.log(&rec);
+            }
+            return;
+        }
+        let have = !self.state.flags_set.is_empty();
+        if want && !have {
+            // Recorded before set: whatever happens next, a restart clears them.
+            self.state
+                .flags_set
+                .extend(pause::PAUSE_FLAGS.map(String::from));
+            let mut failed = None;
+            if !self.persist("before setting the pause flags") {
+                self.state.flags_set.clear();
+                failed = Some(format!(
+                    "not pausing: the state file {} cannot be written, and a flag the enforcer cannot remember setting could stay set",
+                    self.policy.state_file.display()
+                ));
+            } else {
+                for f in pause::PAUSE_FLAGS {
+                    if let Err(e) = self.actor.set_flag(f).await {
+                        failed = Some(format!("ceph osd set {f}: {e}"));
+                        break;
+                    }
+                }
+            }
+            let rec = match failed {
+                None => self.flag_record(
+                    obs,
+                    "PAUSE",
+                    format!(
+                        "PAUSE: ceph osd set {flags} for {:.0} s of this {period:.0} s period ({:.0}%); paused {} in this recovery so far",
+                        share * period,
+                        share * 100.0,
+                        fmt_secs(self.state.ladder.paused_so_far(now))
+                    ),
+                    now,
+                ),
+                Some(e) => {
+                    // Not paused; whatever was set is unset on the next cycle.
+                    if let Some(p) = self.state.ladder.pause.as_mut() {
+                        p.stop(now);
+                    }
+                    let mut r = self.flag_record(obs, "ACTION_FAILED", format!("FAILED PAUSE: {e}; trying again next cycle"), now);
+                    r.performed = false;
+                    if let Ok(mut v) = self.shared.lock() {
+                        v.action_failures_total += 1;
+                    }
+                    r
+                }
+            };
+            self.log(&rec);
+        } else if !want && have {
+            let mut errors = Vec::new();
+            for f in self.state.flags_set.clone() {
+                match self.actor.unset_flag(&f).await {
+                    Ok(()) => {
+                        self.state.flags_set.remove(&f);
+                    }
+                    Err(e) => errors.push(format!("ceph osd unset {f}: {e}")),
+                }
+            }
+            let rec = if errors.is_empty() {
+                let why = if self.state.ladder.pause.is_some() {
+                    format!(
+                        "recovery runs for the rest of this {period:.0} s period ({:.0}% paused)",
+                        share * 100.0
+                    )
+                } else {
+                    "the pause has ended".to_string()
+                };
+                self.flag_record(
+                    obs,
+                    "UNPAUSE",
+                    format!(
+                        "UNPAUSE: ceph osd unset {flags}: {why}; paused {} in this recovery so far",
+                        fmt_secs(self.state.ladder.paused_so_far(now))
+                    ),
+                    now,
+                )
+            } else {
+                if let Ok(mut v) = self.shared.lock() {
+                    v.action_failures_total += 1;
+                }
+                let mut r = self.flag_record(
+                    obs,
+                    "ACTION_FAILED",
+                    format!(
+                        "FAILED UNPAUSE: {}; trying again every cycle (recovery stays paused until it works: check the cluster)",
+                        errors.join("; ")
+                    ),
+                    now,
+                );
+                r.performed = false;
+                r
+            };
+            self.log(&rec);
+            let _ = self.persist("after unsetting the pause flags");
+        }
+    }
+
+    /// Unsets the pause flags the state file says the enforcer set (at start and shutdown).
+    pub async fn clear_own_flags(&mut self, when: &str) {
+        if self.state.flags_set.is_empty() {
+            return;
+        }
+        let flags: Vec<String> = self.state.flags_set.iter().cloned().collect();
+        if self.policy.mode != Mode::Enforce {
+            tracing::warn!(target: "decision", "{when}: the state file says the enforcer (enforce mode) set {} and has not unset them; observe mode does not touch the cluster: unset them by hand (ceph osd unset FLAG) if nobody else wants them", flags.join(", "));
+            return;
+        }
+        let now = self.clock.now();
+        if let Some(p) = self.state.ladder.pause.as_mut() {
+            p.stop(now);
+        }
+        let mut failed = Vec::new();
+        for f in &flags {
+            match self.actor.unset_flag(f).await {
+                Ok(()) => {
+                    self.state.flags_set.remove(f);
+                }
+                Err(e) => failed.push(format!("ceph osd unset {f}: {e}")),
+            }
+        }
+        if failed.is_empty() {
+            tracing::info!(target: "decision", "{when}: unset {} (set by the enforcer's pause rung); recovery is not paused by the enforcer", flags.join(", "));
+        } else {
+            tracing::error!(target: "decision", "{when}: could not unset the enforcer's pause flags: {}; RECOVERY MAY STAY PAUSED: run `ceph osd unset nobackfill; ceph osd unset norecover`", failed.join("; "));
+        }
+        let _ = self.persist(when);
+        if let Ok(mut v) = self.shared.lock() {
+            v.update_mode_only(&self.policy, &self.state);
+        }
     }
 
     /// One cycle: observe, decide, act, log, persist.
@@ -307,11 +494,25 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         // What is on disk now; observing may already change it (a learned baseline).
         let initial = self.state.clone();
         let mut obs = self.observe(snapshot, mono, now);
-        if obs.stale.is_none()
-            && (obs.recovery_active()
-                || self.state.applied.is_some()
-                || !self.state.original.is_empty())
-        {
+        let involved = obs.recovery_active()
+            || self.state.applied.is_some()
+            || !self.state.original.is_empty()
+            || !self.state.flags_set.is_empty()
+            || self.state.ladder.pause.is_some();
+        if (obs.stale.is_none() && involved) || !self.state.flags_set.is_empty() {
+            match self.actor.flags().await {
+                Ok(f) => obs.osd_flags = Some(f),
+                Err(e) => {
+                    obs.stale = Some(match obs.stale.take() {
+                        Some(s) => {
+                            format!("{s}; cannot read the OSD map flags (ceph osd dump): {e}")
+                        }
+                        None => format!("cannot read the OSD map flags (ceph osd dump): {e}"),
+                    })
+                }
+            }
+        }
+        if obs.stale.is_none() && involved {
             match self.actor.configured(&self.lever_keys()).await {
                 Ok(values) => {
                     obs.configured = values;
@@ -333,6 +534,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         let before = std::mem::replace(&mut self.state, next);
         for n in &notes {
             self.log(n);
+        }
+        let was_paused = before.ladder.pause.as_ref().is_some_and(|p| p.paused);
+        // Unpausing first: it never waits for a config change.
+        if !self.state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
+            self.reconcile_flags(&obs, was_paused, now).await;
         }
         if let Some(action) = action {
             // The original values are on disk before anything changes.
@@ -388,6 +594,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 now,
             );
         }
+        if self.state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
+            self.reconcile_flags(&obs, was_paused, now).await;
+        }
         if !self.state.persistent_eq(&initial) {
             let _ = self.persist("after the cycle");
         }
@@ -415,6 +624,13 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 None => self.actor.rm(&c.key).await?,
             }
         }
+        // The running OSDs too: a down OSD gets the config database's value when it starts,
+        // so a failure here is a warning, not a failed action.
+        for (k, v) in &action.push {
+            if let Err(e) = self.actor.push(k, v).await {
+                tracing::warn!(target: "decision", error = %e, "ceph tell osd.* config set {k} {v} failed for some OSDs; they take the config database's value when they restart");
+            }
+        }
         Ok(())
     }
 
@@ -428,6 +644,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Ok(mut v) = self.shared.lock() {
             v.update_mode_only(&self.policy, &self.state);
         }
+        // A pause the last run left behind never outlives it.
+        self.clear_own_flags("START").await;
         loop {
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { break },
@@ -440,6 +658,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
             self.step(&snapshot).await;
         }
+        self.clear_own_flags("SHUTDOWN").await;
         tracing::info!(target: "decision", "enforcer stopped; what it set stays, and its state file remembers the operator's originals for the next start");
     }
 }

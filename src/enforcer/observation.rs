@@ -51,6 +51,8 @@ pub struct Observation {
     /// Values in the config database's `osd` section for the keys the enforcer may set (None = unset).
     pub configured: BTreeMap<String, Option<String>>,
     pub configured_known: bool,
+    /// The OSD map's flags (`ceph osd dump` "flags"), when read.
+    pub osd_flags: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Observation {
@@ -80,6 +82,7 @@ impl Observation {
             osd_profiles: BTreeMap::new(),
             configured: BTreeMap::new(),
             configured_known: true,
+            osd_flags: None,
         }
     }
 }

@@ -28,17 +28,21 @@ pub struct PausePolicy {
     pub lower: f64,
     /// Total pause per recovery, seconds; then the rung gives up and says so.
     pub max_total: f64,
+    /// Seconds between two decisions (the collection interval): the flags stay as they are
+    /// until the next one, so a pause only starts if it can end within the share.
+    pub tick: f64,
 }
 
 impl Default for PausePolicy {
     fn default() -> Self {
         Self {
-            period: 30.0,
+            period: 60.0,
             start_share: 0.3,
             step: 0.1,
             max_share: 0.8,
             lower: 0.7,
             max_total: 1800.0,
+            tick: 15.0,
         }
     }
 }
@@ -94,7 +98,15 @@ impl PauseState {
         }
     }
 
-    fn paused_so_far(&self, now: Time) -> f64 {
+    /// Flags are (or must be taken as) unset now.
+    pub fn stop(&mut self, now: Time) {
+        self.paused_total = self.paused_so_far(now);
+        self.paused = false;
+        self.paused_at = None;
+    }
+
+    /// Seconds paused in this recovery, counting the pause under way.
+    pub fn paused_so_far(&self, now: Time) -> f64 {
         self.paused_total + self.paused_at.map_or(0.0, |t| (now - t).max(0.0))
     }
 }
@@ -183,7 +195,11 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
             ));
         }
     }
-    let want_paused = now - next.period_start < next.share * policy.period;
+    // The flags stay until the next decision, a tick later: the share is rounded to ticks, but
+    // never past the maximum share, so recovery always gets its part of each period.
+    let until = now - next.period_start + policy.tick;
+    let want_paused = until <= next.share * policy.period + policy.tick / 2.0 + 1e-9
+        && until <= policy.max_share * policy.period + 1e-9;
     let flags = match (next.paused, want_paused) {
         (false, true) => {
             next.paused = true;
@@ -212,6 +228,15 @@ mod tests {
     use super::*;
 
     const BOUND: f64 = 0.090;
+
+    /// A 30 s period decided every 5 s.
+    fn pp() -> PausePolicy {
+        PausePolicy {
+            period: 30.0,
+            tick: 5.0,
+            ..PausePolicy::default()
+        }
+    }
 
     fn input(now: Time, p99_ms: f64) -> PauseInput {
         PauseInput {
@@ -250,7 +275,7 @@ mod tests {
     #[test]
     fn pauses_for_the_share_of_each_period() {
         // p99 at the bound: neither up nor down, 30% of 30 s = 9 s -> set at 0, unset at 10.
-        let (flags, state, _) = run(&PausePolicy::default(), 59, |_| 90.0);
+        let (flags, state, _) = run(&pp(), 59, |_| 90.0);
         assert_eq!(
             flags,
             vec![
@@ -265,7 +290,7 @@ mod tests {
 
     #[test]
     fn share_grows_above_the_bound_but_never_past_the_maximum() {
-        let (_, state, notes) = run(&PausePolicy::default(), 600, |_| 200.0);
+        let (_, state, notes) = run(&pp(), 600, |_| 200.0);
         assert_eq!(state.unwrap().share, 0.8);
         assert!(
             notes[0]
@@ -280,7 +305,7 @@ mod tests {
 
     #[test]
     fn well_below_the_bound_the_pause_winds_down_and_ends_unpaused() {
-        let (flags, state, notes) = run(&PausePolicy::default(), 600, |_| 30.0);
+        let (flags, state, notes) = run(&pp(), 600, |_| 30.0);
         assert!(state.is_none(), "rung over");
         assert_eq!(flags.last().map(|f| f.1), Some(FlagAction::Unset));
         assert!(
@@ -288,13 +313,13 @@ mod tests {
             "{notes:?}"
         );
         // Between the lower threshold and the bound: the share holds (hysteresis).
-        let (_, state, _) = run(&PausePolicy::default(), 300, |_| 80.0);
+        let (_, state, _) = run(&pp(), 300, |_| 80.0);
         assert_eq!(state.unwrap().share, 0.3);
     }
 
     #[test]
     fn redundancy_at_risk_or_foreign_flags_end_the_pause_at_once() {
-        let p = PausePolicy::default();
+        let p = pp();
         let paused = pause_step(&p, &PauseState::start(&p, 0.0), &input(0.0, 200.0))
             .next
             .unwrap();
@@ -327,7 +352,7 @@ mod tests {
     fn the_pause_budget_per_recovery_is_bounded() {
         let p = PausePolicy {
             max_total: 60.0,
-            ..PausePolicy::default()
+            ..pp()
         };
         let (flags, state, notes) = run(&p, 3600, |_| 500.0);
         assert!(state.is_none());
@@ -349,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_state_survives_a_restart() {
-        let p = PausePolicy::default();
+        let p = pp();
         let s = pause_step(&p, &PauseState::start(&p, 0.0), &input(0.0, 200.0))
             .next
             .unwrap();

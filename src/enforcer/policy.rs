@@ -119,6 +119,38 @@ pub struct Policy {
     /// How long OSDs get to take a profile before one that did not is reported.
     pub verify_after: Duration,
     pub state_file: PathBuf,
+    pub ladder: LadderPolicy,
+}
+
+/// The escalation ladder above the throttle (issue #7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LadderPolicy {
+    /// Highest rung the enforcer may climb: 1 throttle only, 2 + recovery limit, 3 + pause.
+    pub max_rung: u8,
+    /// How long a rung (or step) is held before its effect is judged, up or down.
+    pub settle: Duration,
+    /// Rung 2 under mClock: `custom` profile with osd_mclock_scheduler_background_recovery_lim
+    /// (IOPS per OSD) at each of these in turn.
+    pub recovery_limits: Vec<u32>,
+    /// Rung 2 without mClock (wpq): osd_recovery_sleep (seconds) at each of these in turn, with
+    /// osd_recovery_max_active 1.
+    pub recovery_sleeps: Vec<f64>,
+    /// Going down needs p99 below this fraction of the bound for `settle` (hysteresis).
+    pub descend_below: f64,
+    pub pause: super::pause::PausePolicy,
+}
+
+impl Default for LadderPolicy {
+    fn default() -> Self {
+        Self {
+            max_rung: 3,
+            settle: Duration::from_secs(300),
+            recovery_limits: vec![1000, 300, 100],
+            recovery_sleeps: vec![0.2, 0.5, 1.0],
+            descend_below: 0.7,
+            pause: super::pause::PausePolicy::default(),
+        }
+    }
 }
 
 pub const DEFAULT_STATE_FILE: &str = "/var/lib/ceph-recovery-budget/enforcer-state.json";
@@ -144,6 +176,7 @@ impl Default for Policy {
             max_changes_per_hour: 6,
             verify_after: Duration::from_secs(30),
             state_file: PathBuf::from(DEFAULT_STATE_FILE),
+            ladder: LadderPolicy::default(),
         }
     }
 }

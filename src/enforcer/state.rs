@@ -19,14 +19,26 @@ pub enum ActionKind {
     Resume,
     /// Recovery finished: put back what the operator had.
     Restore,
+    /// The rung held did not bring p99 within the bound: the next, stronger one.
+    Escalate,
+    /// p99 well below the bound: one rung (or step) down.
+    Descend,
+    /// The pause rung set nobackfill + norecover.
+    Pause,
+    /// The pause rung unset them.
+    Unpause,
 }
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 4] = [
+    pub const ALL: [ActionKind; 8] = [
         ActionKind::Throttle,
         ActionKind::Suspend,
         ActionKind::Resume,
         ActionKind::Restore,
+        ActionKind::Escalate,
+        ActionKind::Descend,
+        ActionKind::Pause,
+        ActionKind::Unpause,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -35,6 +47,10 @@ impl ActionKind {
             ActionKind::Suspend => "SUSPEND",
             ActionKind::Resume => "RESUME",
             ActionKind::Restore => "RESTORE",
+            ActionKind::Escalate => "ESCALATE",
+            ActionKind::Descend => "DESCEND",
+            ActionKind::Pause => "PAUSE",
+            ActionKind::Unpause => "UNPAUSE",
         }
     }
 }
@@ -116,6 +132,42 @@ impl Phase {
     }
 }
 
+/// Where the enforcer stands on the escalation ladder (issue #7). Rung 1 is the throttle
+/// (`applied` of kind THROTTLE), rung 2 a recovery-rate limit stepped down, rung 3 the
+/// duty-cycled pause.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct LadderState {
+    /// 0: nothing held; 1: throttle; 2: recovery limit; 3: pause.
+    pub rung: u8,
+    /// Index into the policy's rung-2 steps.
+    pub step: usize,
+    /// When the rung (or step) held now was entered: judged after the ladder's settle time.
+    pub since: Time,
+    /// Since when p99 has stayed below the lower threshold (hysteresis for going down).
+    pub below_since: Option<Time>,
+    /// The pause rung's duty cycle, while on rung 3.
+    pub pause: Option<super::pause::PauseState>,
+    /// Highest rung reached in this recovery.
+    pub top: u8,
+    /// Seconds recovery was paused by the enforcer in this recovery (kept after it ends, for
+    /// the metric and the alert, until the next recovery starts).
+    pub paused_seconds: f64,
+    /// Someone cleared the enforcer's pause flags by hand: no pause again in this recovery.
+    pub no_pause: bool,
+}
+
+impl LadderState {
+    /// Seconds paused in this recovery, counting a pause still under way (a pause state
+    /// starts from the seconds paused before it).
+    pub fn paused_so_far(&self, now: Time) -> f64 {
+        match &self.pause {
+            Some(p) => p.paused_so_far(now),
+            None => self.paused_seconds,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct EnforcerState {
@@ -136,6 +188,10 @@ pub struct EnforcerState {
     pub holding: Option<String>,
     /// One-shot notes already logged in this episode (so a condition is said once, not every cycle).
     pub noted: BTreeSet<String>,
+    pub ladder: LadderState,
+    /// OSD map flags (nobackfill, norecover) the enforcer set and has not seen unset yet. Written
+    /// to the state file *before* they are set, so that a restart clears them.
+    pub flags_set: BTreeSet<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +256,11 @@ impl EnforcerState {
             && self.overridden == other.overridden
             && self.learned == other.learned
             && self.recovery_ended_at == other.recovery_ended_at
+            && self.flags_set == other.flags_set
+            && self.ladder.rung == other.ladder.rung
+            && self.ladder.step == other.ladder.step
+            && self.ladder.pause.as_ref().map(|p| (p.paused, p.share))
+                == other.ladder.pause.as_ref().map(|p| (p.paused, p.share))
     }
 }
 

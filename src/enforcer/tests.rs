@@ -11,9 +11,9 @@ use super::observation::{Observation, OpQueue};
 use super::policy::*;
 use super::state::*;
 
-const T0: Time = 1_800_000_000.0;
+pub(super) const T0: Time = 1_800_000_000.0;
 
-fn policy() -> Policy {
+pub(super) fn policy() -> Policy {
     Policy {
         mode: Mode::Enforce,
         baseline: BaselineSpec::Fixed(Duration::from_millis(16)),
@@ -21,14 +21,14 @@ fn policy() -> Policy {
     }
 }
 
-fn osds(profile: &str) -> BTreeMap<String, String> {
+pub(super) fn osds(profile: &str) -> BTreeMap<String, String> {
     (0..4)
         .map(|i| (format!("osd.{i}"), profile.to_string()))
         .collect()
 }
 
 /// Recovery running, no PG undersized, the operator's profile `balanced`.
-fn recovering(p99_ms: f64) -> Observation {
+pub(super) fn recovering(p99_ms: f64) -> Observation {
     Observation {
         p99: Some(p99_ms / 1000.0),
         baseline: Some(0.016),
@@ -44,7 +44,7 @@ fn recovering(p99_ms: f64) -> Observation {
     }
 }
 
-fn undersized(p99_ms: f64) -> Observation {
+pub(super) fn undersized(p99_ms: f64) -> Observation {
     Observation {
         undersized_pgs: 18,
         degraded_objects: 7880,
@@ -53,7 +53,7 @@ fn undersized(p99_ms: f64) -> Observation {
     }
 }
 
-fn finished() -> Observation {
+pub(super) fn finished() -> Observation {
     Observation {
         misplaced_objects: 0,
         pgs_recovering: 0,
@@ -63,17 +63,17 @@ fn finished() -> Observation {
 
 /// Plays observations every `step` seconds against a simulated cluster config: actions succeed
 /// and change `configured` and the OSDs' profiles, as a real cluster would.
-struct Sim {
-    policy: Policy,
-    state: EnforcerState,
-    now: Time,
-    configured: BTreeMap<String, Option<String>>,
-    actions: Vec<(Time, Action)>,
-    notes: Vec<DecisionRecord>,
+pub(super) struct Sim {
+    pub(super) policy: Policy,
+    pub(super) state: EnforcerState,
+    pub(super) now: Time,
+    pub(super) configured: BTreeMap<String, Option<String>>,
+    pub(super) actions: Vec<(Time, Action)>,
+    pub(super) notes: Vec<DecisionRecord>,
 }
 
 impl Sim {
-    fn new(policy: Policy) -> Self {
+    pub(super) fn new(policy: Policy) -> Self {
         Self {
             policy,
             state: EnforcerState::default(),
@@ -87,7 +87,7 @@ impl Sim {
         }
     }
 
-    fn step(&mut self, mut obs: Observation) -> Option<Action> {
+    pub(super) fn step(&mut self, mut obs: Observation) -> Option<Action> {
         obs.configured = self.configured.clone();
         if let Some(Some(p)) = self.configured.get(MCLOCK_PROFILE_KEY) {
             obs.osd_profiles = osds(p);
@@ -112,7 +112,7 @@ impl Sim {
     }
 
     /// Repeats `obs` every 15 s for `secs`.
-    fn run(&mut self, obs: &Observation, secs: u32) -> Vec<Action> {
+    pub(super) fn run(&mut self, obs: &Observation, secs: u32) -> Vec<Action> {
         let mut out = Vec::new();
         for _ in 0..secs / 15 {
             self.now += 15.0;
@@ -123,7 +123,7 @@ impl Sim {
         out
     }
 
-    fn events(&self) -> Vec<&str> {
+    pub(super) fn events(&self) -> Vec<&str> {
         self.notes.iter().map(|n| n.event.as_str()).collect()
     }
 }
@@ -251,7 +251,10 @@ fn b4_pool_at_min_size_policy_ignores_undersized_pgs_above_min_size() {
 
 #[test]
 fn b4_redundancy_back_during_recovery_resumes_the_bound() {
-    let mut sim = Sim::new(policy());
+    // The ladder above rung 1 has its own tests (ladder_tests.rs).
+    let mut p = policy();
+    p.ladder.max_rung = 1;
+    let mut sim = Sim::new(p);
     sim.run(&undersized(500.0), 10 * 60);
     let actions = sim.run(&recovering(50.0), 30 * 60);
     let kinds: Vec<ActionKind> = actions.iter().map(|a| a.kind).collect();
@@ -306,7 +309,9 @@ fn b5_recovery_resuming_during_settle_cancels_the_restore() {
 /// Ceph stores `0.1` as `0.100000` (16.2.15): our own lever, read back, is not someone's change.
 #[test]
 fn b6_a_value_ceph_normalised_is_not_a_manual_change() {
-    let mut sim = Sim::new(policy());
+    let mut p = policy();
+    p.ladder.max_rung = 1;
+    let mut sim = Sim::new(p);
     sim.configured = BTreeMap::from([("osd_recovery_sleep_hdd".into(), None)]);
     let wpq = Observation {
         op_queue: OpQueue::Other("wpq".into()),
@@ -456,8 +461,10 @@ fn b9_rate_limit_defers_and_says_when() {
 }
 
 #[test]
-fn b10_throttle_without_effect_is_said_plainly_and_not_flapped() {
-    let mut sim = Sim::new(policy());
+fn b10_throttle_without_effect_is_said_plainly_and_not_flapped_at_max_rung_1() {
+    let mut p = policy();
+    p.ladder.max_rung = 1;
+    let mut sim = Sim::new(p);
     sim.run(&recovering(350.0), 16 * 60);
     let actions = sim.run(&recovering(350.0), 3600);
     assert!(actions.is_empty(), "no flapping: {actions:?}");
@@ -468,7 +475,7 @@ fn b10_throttle_without_effect_is_said_plainly_and_not_flapped() {
         .expect("NO_EFFECT note");
     assert_eq!(
         note.message,
-        "THROTTLE had no effect: p99 still 350 ms > bound 32.0 ms after 5m0s; keeping it (no flapping), recovery runs slower for nothing measurable"
+        "THROTTLE had no effect: p99 still 350 ms > bound 32.0 ms after 5m0s; keeping it (--enforcer.max-rung 1: no stronger lever)"
     );
     assert_eq!(sim.state.applied.as_ref().unwrap().effective, Some(false));
     assert_eq!(
@@ -553,6 +560,7 @@ proptest! {
         let mut p = policy();
         p.breach_for = Duration::from_secs(60);
         p.settle = Duration::from_secs(60);
+        p.ladder.settle = Duration::from_secs(60);
         if suspend_on_min_size { p.suspend_when = SuspendWhen::PoolAtMinSize; }
         let mut state = EnforcerState::default();
         let mut now = T0;
@@ -561,6 +569,14 @@ proptest! {
             now += f64::from(*gap);
             let d = decide(&p, obs, &state, now);
             state = d.next;
+            // The pause rung: never paused on old data, without recovery or with redundancy at risk.
+            let risk = match p.suspend_when {
+                SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
+                SuspendWhen::PoolAtMinSize => !obs.pools_at_min_size.is_empty(),
+            };
+            if obs.stale.is_some() || !obs.recovery_active() || risk {
+                prop_assert!(!state.ladder.pause.as_ref().is_some_and(|p| p.paused), "{:?}", state.ladder);
+            }
             if let Some(a) = d.action {
                 // 7: never on stale data.
                 prop_assert!(obs.stale.is_none());

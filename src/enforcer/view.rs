@@ -13,8 +13,12 @@ use super::state::{ActionKind, EnforcerState, Phase, Time};
 pub const KEEP_DECISIONS: usize = 200;
 
 /// Events besides the actions, published at 0 from the start so that `increase()` sees the first.
-pub const EVENTS: [&str; 18] = [
+pub const EVENTS: [&str; 22] = [
     "ACTION_FAILED",
+    "ESCALATE",
+    "LADDER_TOP",
+    "PAUSE_ENDED",
+    "PAUSE_SHARE",
     "BREACH",
     "BREACH_ENDED",
     "EFFECTIVE",
@@ -68,6 +72,19 @@ pub struct EnforcerView {
     /// After the throttle settled: 1 helped, 0 no effect.
     pub throttle_effective: Option<bool>,
     pub next_change_allowed_in_seconds: f64,
+    /// The escalation ladder: rung held (0..3), highest in this recovery.
+    pub ladder_rung: u8,
+    pub ladder_top: u8,
+    /// "rung 2 (custom profile, recovery limit 300 IOPS per OSD)"
+    pub ladder_rung_name: String,
+    /// Share of each pause period the pause rung pauses recovery (0 when not on rung 3).
+    pub pause_share: f64,
+    /// The enforcer's nobackfill/norecover are set now (in observe mode: would be).
+    pub paused: bool,
+    /// Seconds recovery was paused by the enforcer in this (or the last) recovery.
+    pub paused_seconds: f64,
+    /// Flags the enforcer set and has not unset yet.
+    pub flags_set: Vec<String>,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -105,6 +122,13 @@ impl EnforcerView {
             osds_not_taken: Vec::new(),
             throttle_effective: None,
             next_change_allowed_in_seconds: 0.0,
+            ladder_rung: 0,
+            ladder_top: 0,
+            ladder_rung_name: String::new(),
+            pause_share: 0.0,
+            paused: false,
+            paused_seconds: 0.0,
+            flags_set: Vec::new(),
             decisions_total: ActionKind::ALL
                 .iter()
                 .map(|k| k.as_str())
@@ -134,6 +158,11 @@ impl EnforcerView {
             .map(|a| a.values.clone())
             .unwrap_or_default();
         self.original = state.original.clone();
+        self.ladder_rung = state.ladder.rung;
+        self.ladder_top = state.ladder.top;
+        self.pause_share = state.ladder.pause.as_ref().map_or(0.0, |p| p.share);
+        self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
+        self.flags_set = state.flags_set.iter().cloned().collect();
     }
 
     pub fn update(&mut self, policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) {
@@ -177,6 +206,14 @@ impl EnforcerView {
             .filter(|a| a.kind == ActionKind::Throttle)
             .and_then(|a| a.effective);
         self.next_change_allowed_in_seconds = limit_wait(policy, state, now);
+        self.paused_seconds = state.ladder.paused_so_far(now);
+        self.ladder_rung_name = super::ladder::rung_name(
+            policy,
+            &obs.op_queue,
+            state.ladder.rung,
+            state.ladder.step,
+            state.ladder.pause.as_ref().map(|p| p.share),
+        );
         self.updated_at = Some(now);
     }
 }
@@ -187,7 +224,11 @@ mod tests {
 
     #[test]
     fn every_event_the_enforcer_logs_is_published_from_the_start() {
-        let sources = [include_str!("decide.rs"), include_str!("mod.rs")];
+        let sources = [
+            include_str!("decide.rs"),
+            include_str!("mod.rs"),
+            include_str!("ladder.rs"),
+        ];
         let view = EnforcerView::new(&Policy::default());
         for src in sources {
             for part in src

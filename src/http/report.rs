@@ -192,6 +192,41 @@ impl StatusReport {
                 out.push(format!("set by the enforcer: {}", set.join(", ")));
             }
         }
+        let num = |k: &str| e.and_then(|v| v.get(k)).and_then(|x| x.as_f64());
+        if let Some(rung) = num("ladder_rung").filter(|r| *r >= 1.0) {
+            let name = e
+                .and_then(|v| v.get("ladder_rung_name"))
+                .and_then(|n| n.as_str())
+                .unwrap_or("");
+            out.push(format!(
+                "ladder: {}{}, paused {} in this recovery",
+                if name.is_empty() {
+                    format!("rung {rung}")
+                } else {
+                    name.to_string()
+                },
+                if e.and_then(|v| v.get("paused"))
+                    .and_then(|b| b.as_bool())
+                    .unwrap_or(false)
+                {
+                    " (paused now)"
+                } else {
+                    ""
+                },
+                crate::enforcer::fmt_secs(num("paused_seconds").unwrap_or(0.0))
+            ));
+        }
+        if let Some(flags) = e
+            .and_then(|v| v.get("flags_set"))
+            .and_then(|f| f.as_array())
+            .filter(|f| !f.is_empty())
+        {
+            let names: Vec<&str> = flags.iter().filter_map(|f| f.as_str()).collect();
+            out.push(format!(
+                "OSD map flags set by the enforcer: {} (unset at shutdown and at start)",
+                names.join(", ")
+            ));
+        }
         if !self.collectors_down.is_empty() {
             out.push(format!(
                 "collectors down: {}",
@@ -242,5 +277,28 @@ mod tests {
         assert!(text.contains("observe mode, would have set: osd_mclock_profile=high_recovery_ops (nothing changed on the cluster)"), "{text}");
         assert!(!text.contains("set by the enforcer"), "{text}");
         assert!(text.contains("recovery: none"), "{text}");
+        assert!(!text.contains("ladder:"), "{text}");
+    }
+
+    #[test]
+    fn the_ladder_and_the_enforcers_flags_are_shown() {
+        let r = StatusReport {
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
+                "ladder_rung": 3, "ladder_rung_name": "rung 3 (pause nobackfill+norecover 40% of each 60 s)",
+                "paused": true, "paused_seconds": 95.0, "flags_set": ["nobackfill", "norecover"],
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(
+            text.contains("ladder: rung 3 (pause nobackfill+norecover 40% of each 60 s) (paused now), paused 1m35s in this recovery"),
+            "{text}"
+        );
+        assert!(
+            text.contains("OSD map flags set by the enforcer: nobackfill, norecover"),
+            "{text}"
+        );
     }
 }

@@ -191,6 +191,33 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
         "Seconds until the change limits allow the enforcer another change.",
     ));
     enc.sample(&[], v.next_change_allowed_in_seconds);
+    enc.family(&gauge(
+        "ceph_recovery_budget_ladder_rung",
+        "Escalation ladder rung the enforcer holds: 0 none, 1 throttle profile, 2 recovery limit, 3 duty-cycled pause (in observe mode: would hold).",
+    ));
+    enc.sample(&[], f64::from(v.ladder_rung));
+    enc.family(&gauge(
+        "ceph_recovery_budget_pause_share",
+        "Share of each pause period the enforcer pauses recovery with nobackfill+norecover (0 when not on the pause rung).",
+    ));
+    enc.sample(&[], v.pause_share);
+    enc.family(&gauge(
+        "ceph_recovery_budget_paused",
+        "1 while nobackfill+norecover set by the enforcer are in force (in observe mode: would be).",
+    ));
+    enc.sample(&[], flag(v.paused));
+    enc.family(&gauge(
+        "ceph_recovery_budget_paused_seconds",
+        "Seconds the enforcer has paused recovery in the current recovery (kept after it ends until the next one starts).",
+    ));
+    enc.sample(&[], v.paused_seconds);
+    enc.family(&gauge(
+        "ceph_recovery_budget_pause_flag_set",
+        "1 for each OSD map flag the enforcer set and has not unset yet (its state file lists them; they are cleared at start and shutdown).",
+    ));
+    for f in &v.flags_set {
+        enc.sample(&[("flag", f)], 1.0);
+    }
 }
 
 fn render_status(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {

@@ -116,6 +116,23 @@ impl Exporter {
         http_get(self.port, path)
     }
 
+    /// SIGTERM, as a service manager stops it; waits up to a minute for it to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "serve did not exit within 60 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     pub fn metrics(&self) -> Metrics {
         let (code, body) = self.get("/metrics");
         assert_eq!(code, 200, "{body}");

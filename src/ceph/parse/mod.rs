@@ -13,6 +13,7 @@
 pub mod config_dump;
 pub mod config_value;
 pub mod histogram;
+pub mod osd_dump;
 pub mod osd_tree;
 pub mod pgs;
 pub mod pools;

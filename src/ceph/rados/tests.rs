@@ -67,6 +67,16 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
             &["config", "rm", "osd", "osd_mclock_profile"],
             r#"{"prefix":"config rm","who":"osd","name":"osd_mclock_profile","format":"json"}"#,
         ),
+        // The pause rung's commands (`ceph --verbose osd set nobackfill` on 16.2.15).
+        (&["osd", "dump"], r#"{"prefix":"osd dump","format":"json"}"#),
+        (
+            &["osd", "set", "nobackfill"],
+            r#"{"prefix":"osd set","key":"nobackfill","format":"json"}"#,
+        ),
+        (
+            &["osd", "unset", "norecover"],
+            r#"{"prefix":"osd unset","key":"norecover","format":"json"}"#,
+        ),
     ] {
         assert_eq!(mon_json(words), json, "{words:?}");
         // Valid JSON, whatever the values.
@@ -87,6 +97,18 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
         (
             &["tell", "osd.*", "perf", "histogram", "dump", "osd"],
             r#"{"prefix":"perf histogram dump","logger":"osd","format":"json"}"#,
+        ),
+        (
+            // Rung 2's push to the running OSDs: `val` is a list (n=N in the OSD's command).
+            &[
+                "tell",
+                "osd.*",
+                "config",
+                "set",
+                "osd_mclock_scheduler_background_recovery_lim",
+                "300",
+            ],
+            r#"{"prefix":"config set","var":"osd_mclock_scheduler_background_recovery_lim","val":["300"],"format":"json"}"#,
         ),
         (
             &["tell", "osd.*", "perf", "dump", "osd", "op_w"],

@@ -1,0 +1,434 @@
+//! The escalation ladder above the throttle (issue #7). Rung 1 is the throttle profile (or the
+//! wpq levers); rung 2 a recovery-rate limit stepped down; rung 3 the duty-cycled pause of
+//! [`super::pause`]. Each rung is held for the ladder's settle time and judged by the p99 it
+//! left, up (still above the bound) or down (below `descend_below x bound` for the settle
+//! time), one rung or step at a time. Pure, like `decide`, which calls it.
+
+use std::collections::BTreeMap;
+
+use super::decide::DecisionRecord;
+use super::decide::{changes_to, Change, Ctx, Want};
+use super::observation::{Observation, OpQueue};
+use super::pause::{pause_step, PauseInput, PauseState};
+use super::policy::{Mode, Policy};
+use super::state::{ActionKind, EnforcerState};
+
+type DecisionNotes = Vec<DecisionRecord>;
+use super::{fmt_ms, fmt_secs};
+
+pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
+pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
+pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
+pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
+
+/// Every key rung 2 may set, for reading the config database.
+pub fn rung2_keys() -> [&'static str; 4] {
+    [
+        MCLOCK_RECOVERY_LIM,
+        MCLOCK_RECOVERY_RES,
+        RECOVERY_SLEEP,
+        RECOVERY_MAX_ACTIVE,
+    ]
+}
+
+fn steps(policy: &Policy, q: &OpQueue) -> usize {
+    match q {
+        OpQueue::Mclock => policy.ladder.recovery_limits.len(),
+        OpQueue::Other(_) => policy.ladder.recovery_sleeps.len(),
+        OpQueue::Mixed | OpQueue::Unknown => 0,
+    }
+}
+
+/// Values set in the config database, and those pushed to the running OSDs as well.
+pub type RungValues = (BTreeMap<String, String>, Vec<(String, String)>);
+
+/// The values rung 2 sets at `step`.
+pub fn rung2_values(policy: &Policy, q: &OpQueue, step: usize) -> Option<RungValues> {
+    match q {
+        OpQueue::Mclock => {
+            let lim = policy.ladder.recovery_limits.get(step)?.to_string();
+            // The reservation is what recovery gets whatever the limit: down to 1 so the limit
+            // binds (the built-in profiles reserve far more).
+            let values = BTreeMap::from([
+                (
+                    super::decide::MCLOCK_PROFILE_KEY.to_string(),
+                    "custom".to_string(),
+                ),
+                (MCLOCK_RECOVERY_RES.to_string(), "1".to_string()),
+                (MCLOCK_RECOVERY_LIM.to_string(), lim.clone()),
+            ]);
+            let push = vec![
+                (MCLOCK_RECOVERY_RES.to_string(), "1".to_string()),
+                (MCLOCK_RECOVERY_LIM.to_string(), lim),
+            ];
+            Some((values, push))
+        }
+        OpQueue::Other(_) => {
+            let sleep = policy.ladder.recovery_sleeps.get(step)?;
+            Some((
+                BTreeMap::from([
+                    (RECOVERY_SLEEP.to_string(), format!("{sleep}")),
+                    (RECOVERY_MAX_ACTIVE.to_string(), "1".to_string()),
+                ]),
+                Vec::new(),
+            ))
+        }
+        OpQueue::Mixed | OpQueue::Unknown => None,
+    }
+}
+
+/// "rung 2 (recovery limit 300 IOPS per OSD)", for the log.
+pub fn rung_name(
+    policy: &Policy,
+    q: &OpQueue,
+    rung: u8,
+    step: usize,
+    share: Option<f64>,
+) -> String {
+    match rung {
+        0 => "no rung".to_string(),
+        1 => match q {
+            OpQueue::Other(_) => {
+                let levers: Vec<String> = policy
+                    .wpq_levers
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                format!("rung 1 ({})", levers.join(", "))
+            }
+            _ => format!("rung 1 ({})", policy.throttle_profile),
+        },
+        2 => match q {
+            OpQueue::Other(_) => format!(
+                "rung 2 (osd_recovery_sleep {} s, osd_recovery_max_active 1)",
+                policy
+                    .ladder
+                    .recovery_sleeps
+                    .get(step)
+                    .map_or("?".to_string(), |s| s.to_string())
+            ),
+            _ => format!(
+                "rung 2 (custom profile, recovery limit {} IOPS per OSD)",
+                policy
+                    .ladder
+                    .recovery_limits
+                    .get(step)
+                    .map_or("?".to_string(), |l| l.to_string())
+            ),
+        },
+        _ => match share {
+            Some(s) => format!(
+                "rung 3 (pause nobackfill+norecover {:.0}% of each {:.0} s)",
+                s * 100.0,
+                policy.ladder.pause.period
+            ),
+            None => "rung 3 (pause nobackfill+norecover)".to_string(),
+        },
+    }
+}
+
+/// The whole ladder in one line, for the start-up log and observe mode.
+pub fn describe(policy: &Policy) -> String {
+    let mut rungs = vec![format!(
+        "1 {} (wpq: {})",
+        policy.throttle_profile,
+        policy
+            .wpq_levers
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    )];
+    let l = &policy.ladder;
+    if l.max_rung >= 2 {
+        rungs.push(format!(
+            "2 recovery limit {} IOPS (custom profile; wpq: osd_recovery_sleep {} s)",
+            l.recovery_limits
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+            l.recovery_sleeps
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join("/")
+        ));
+    }
+    if l.max_rung >= 3 {
+        rungs.push(format!(
+            "3 pause nobackfill+norecover {:.0}%..{:.0}% of each {:.0} s, at most {} per recovery",
+            l.pause.start_share * 100.0,
+            l.pause.max_share * 100.0,
+            l.pause.period,
+            fmt_secs(l.pause.max_total)
+        ));
+    }
+    format!(
+        "ladder: {}; each rung judged after {}, down below {:.0}% of the bound",
+        rungs.join("; "),
+        fmt_secs(l.settle.as_secs_f64()),
+        l.descend_below * 100.0
+    )
+}
+
+/// The rung above (rung, step), if the policy and the op queue allow one.
+fn up(policy: &Policy, q: &OpQueue, rung: u8, step: usize, no_pause: bool) -> Option<(u8, usize)> {
+    let max = policy.ladder.max_rung;
+    let n = steps(policy, q);
+    let pause = (max >= 3 && !no_pause).then_some((3, step));
+    match rung {
+        1 if max >= 2 && n > 0 => Some((2, 0)),
+        1 => pause,
+        2 if step + 1 < n => Some((2, step + 1)),
+        2 => pause,
+        _ => None,
+    }
+}
+
+/// Ends the pause rung at once (redundancy at risk, recovery over, stale data, hands off);
+/// the loop then unsets the flags the enforcer set.
+pub(super) fn end_pause(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    notes: &mut DecisionNotes,
+    why: &str,
+) {
+    let Some(ps) = next.ladder.pause.take() else {
+        return;
+    };
+    let now = ctx.now;
+    next.ladder.paused_seconds = ps.paused_so_far(now);
+    if next.ladder.rung >= 3 {
+        next.ladder.rung = if next
+            .applied
+            .as_ref()
+            .is_some_and(|a| rung2_keys().iter().any(|k| a.values.contains_key(*k)))
+        {
+            2
+        } else {
+            1
+        };
+        next.ladder.since = now;
+        next.ladder.below_since = None;
+    }
+    notes.push(ctx.record(
+        "PAUSE_ENDED",
+        format!(
+            "{}PAUSE ended: {why}; recovery runs unpaused (paused {} in this recovery)",
+            observe_prefix(ctx.policy),
+            fmt_secs(next.ladder.paused_seconds)
+        ),
+    ));
+}
+
+fn observe_prefix(policy: &Policy) -> &'static str {
+    if policy.mode == Mode::Enforce {
+        ""
+    } else {
+        "(observe mode) would: "
+    }
+}
+
+/// Rungs 2 and 3, while rung 1 (or more) is held and the bound applies.
+pub(super) fn climb(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    notes: &mut DecisionNotes,
+    bound: f64,
+) -> Option<Want> {
+    let lp = &policy.ladder;
+    let obs: &Observation = ctx.obs;
+    let now = ctx.now;
+    // What this decision already changed (a pause ended above) counts.
+    let l = &next.ladder.clone();
+    let q = &obs.op_queue;
+    let settle = lp.settle.as_secs_f64();
+    if l.rung >= 3 {
+        let Some(ps) = l.pause.as_ref() else {
+            next.ladder.rung = 2;
+            return None;
+        };
+        let step = pause_step(
+            &lp.pause,
+            ps,
+            &PauseInput {
+                now,
+                p99: obs.p99,
+                bound,
+                at_risk: false,
+                foreign_flags: false,
+            },
+        );
+        match step.next {
+            Some(n) => {
+                if let Some(note) = step.note {
+                    notes.push(
+                        ctx.record("PAUSE_SHARE", format!("{}{note}", observe_prefix(policy))),
+                    );
+                }
+                next.ladder.pause = Some(n);
+            }
+            None => {
+                // The duty cycle is over (share down to 0, or the budget used up): one rung down.
+                end_pause(
+                    ctx,
+                    next,
+                    notes,
+                    step.note.as_deref().unwrap_or("pause over"),
+                );
+            }
+        }
+        return None;
+    }
+    let Some(p99) = obs.p99 else {
+        next.ladder.below_since = None;
+        return None;
+    };
+    let held = now - l.since;
+    let name = rung_name(policy, q, l.rung, l.step, None);
+    if p99 > bound {
+        next.ladder.below_since = None;
+        if held < settle {
+            return None;
+        }
+        match up(policy, q, l.rung, l.step, l.no_pause) {
+            None => {
+                if next.noted.insert(format!("top:{}:{}", l.rung, l.step)) {
+                    let why = if l.no_pause {
+                        "the pause was ended by hand in this recovery".to_string()
+                    } else if l.rung >= 2 || lp.max_rung < 2 {
+                        format!("--enforcer.max-rung is {}", lp.max_rung)
+                    } else {
+                        format!("no recovery limit for op queue {}", q.describe())
+                    };
+                    notes.push(ctx.record(
+                        "LADDER_TOP",
+                        format!(
+                            "{name} left client p99 write {} > bound {} after {}; no stronger rung ({why}): holding it",
+                            fmt_ms(p99),
+                            fmt_ms(bound),
+                            fmt_secs(held)
+                        ),
+                    ));
+                }
+                None
+            }
+            Some((3, _)) => {
+                if l.paused_seconds >= lp.pause.max_total {
+                    if next.noted.insert("pause_budget".into()) {
+                        notes.push(ctx.record(
+                            "LADDER_TOP",
+                            format!(
+                                "{name} left client p99 write {} > bound {}; the pause budget of {} per recovery is used up: holding {name}",
+                                fmt_ms(p99),
+                                fmt_ms(bound),
+                                fmt_secs(lp.pause.max_total)
+                            ),
+                        ));
+                    }
+                    return None;
+                }
+                let mut ps = PauseState::start(&lp.pause, now);
+                ps.paused_total = l.paused_seconds;
+                let first = pause_step(
+                    &lp.pause,
+                    &ps,
+                    &PauseInput {
+                        now,
+                        p99: Some(p99),
+                        bound,
+                        at_risk: false,
+                        foreign_flags: false,
+                    },
+                );
+                next.ladder.rung = 3;
+                next.ladder.since = now;
+                next.ladder.below_since = None;
+                next.ladder.top = 3;
+                next.ladder.pause = first.next.or(Some(ps));
+                notes.push(ctx.record(
+                    "ESCALATE",
+                    format!(
+                        "{}ESCALATE: {name} left client p99 write {} > bound {} after {}; escalating to {}",
+                        observe_prefix(policy),
+                        fmt_ms(p99),
+                        fmt_ms(bound),
+                        fmt_secs(held),
+                        rung_name(policy, q, 3, l.step, Some(lp.pause.start_share))
+                    ),
+                ));
+                None
+            }
+            Some((rung, step)) => {
+                let (values, push) = rung2_values(policy, q, step)?;
+                let mut w = Want::new(
+                    ActionKind::Escalate,
+                    changes_to(&values, obs),
+                    format!(
+                        "{name} left client p99 write {} > bound {} after {}; escalating to {}",
+                        fmt_ms(p99),
+                        fmt_ms(bound),
+                        fmt_secs(held),
+                        rung_name(policy, q, rung, step, None)
+                    ),
+                );
+                w.push = push;
+                w.rung = Some((rung, step));
+                Some(w)
+            }
+        }
+    } else if p99 < lp.descend_below * bound {
+        let below = *next.ladder.below_since.get_or_insert(now);
+        // Rung 1 is kept until the recovery ends: the least intrusive lever, and no flapping.
+        if l.rung < 2 || now - below < settle || held < settle {
+            return None;
+        }
+        let (rung, step) = if l.step > 0 { (2, l.step - 1) } else { (1, 0) };
+        let reason = format!(
+            "client p99 write {} below {:.0}% of the bound {} for {}; {name} -> {}",
+            fmt_ms(p99),
+            lp.descend_below * 100.0,
+            fmt_ms(bound),
+            fmt_secs(now - below),
+            rung_name(policy, q, rung, step, None)
+        );
+        let mut w = if rung == 2 {
+            let (values, push) = rung2_values(policy, q, step)?;
+            let mut w = Want::new(ActionKind::Descend, changes_to(&values, obs), reason);
+            w.push = push;
+            w
+        } else {
+            Want::new(
+                ActionKind::Descend,
+                down_to_rung1(policy, state, obs),
+                reason,
+            )
+        };
+        w.rung = Some((rung, step));
+        Some(w)
+    } else {
+        next.ladder.below_since = None;
+        None
+    }
+}
+
+/// From rung 2 back to rung 1: the throttle's values, and rung 2's keys back to the operator's.
+fn down_to_rung1(policy: &Policy, state: &EnforcerState, obs: &Observation) -> Vec<Change> {
+    let rung1 = super::decide::throttle_values(policy, obs).unwrap_or_default();
+    let mut changes = changes_to(&rung1, obs);
+    if let Some(applied) = &state.applied {
+        for key in rung2_keys() {
+            if applied.values.contains_key(key) && !rung1.contains_key(key) {
+                changes.push(Change {
+                    key: key.to_string(),
+                    from: obs.configured.get(key).cloned().flatten(),
+                    to: state.original.get(key).cloned().flatten(),
+                });
+            }
+        }
+    }
+    changes
+}

@@ -1,0 +1,439 @@
+//! The escalation ladder (issue #7) through `decide`: climbing, the pause rung's duty cycle,
+//! going down with hysteresis, and the safety rules around the pause flags.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::decide::*;
+use super::ladder::{MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
+use super::observation::{Observation, OpQueue};
+use super::policy::*;
+use super::state::*;
+use super::tests::{finished, policy, recovering, undersized, Sim, T0};
+
+fn kinds(actions: &[Action]) -> Vec<ActionKind> {
+    actions.iter().map(|a| a.kind).collect()
+}
+
+fn paused(sim: &Sim) -> bool {
+    sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused)
+}
+
+/// Throttle after 15 minutes, then a stronger rung every 5 minutes up to the pause.
+fn climb_to_pause(sim: &mut Sim, p99_ms: f64) {
+    sim.run(&recovering(p99_ms), 15 * 60 + 15 + 4 * 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 3, "{:?}", sim.state.ladder);
+}
+
+#[test]
+fn the_ladder_climbs_one_rung_at_a_time_each_judged_after_settle_in_numbers() {
+    let mut sim = Sim::new(policy());
+    let actions = sim.run(&recovering(350.0), 15 * 60 + 15 + 3 * 5 * 60);
+    assert_eq!(
+        kinds(&actions),
+        vec![
+            ActionKind::Throttle,
+            ActionKind::Escalate,
+            ActionKind::Escalate,
+            ActionKind::Escalate
+        ]
+    );
+    // Each rung held the ladder's settle time (5 minutes) before the next.
+    let at: Vec<Time> = sim.actions.iter().map(|(t, _)| *t).collect();
+    assert!(at.windows(2).all(|w| w[1] - w[0] == 300.0), "{at:?}");
+    assert_eq!(
+        actions[1].reason,
+        "rung 1 (high_client_ops) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 2 (custom profile, recovery limit 1000 IOPS per OSD)"
+    );
+    // Rung 2 under mClock: a custom profile whose recovery limit binds, pushed to the OSDs too.
+    let set: Vec<(String, Option<String>)> = actions[1]
+        .changes
+        .iter()
+        .map(|c| (c.key.clone(), c.to.clone()))
+        .collect();
+    assert_eq!(
+        set,
+        vec![
+            (MCLOCK_PROFILE_KEY.into(), Some("custom".into())),
+            (MCLOCK_RECOVERY_LIM.into(), Some("1000".into())),
+            (MCLOCK_RECOVERY_RES.into(), Some("1".into())),
+        ]
+    );
+    assert!(actions[1]
+        .push
+        .contains(&(MCLOCK_RECOVERY_LIM.to_string(), "1000".to_string())));
+    // Then only the limit steps down.
+    assert_eq!(
+        actions[3].changes,
+        vec![Change {
+            key: MCLOCK_RECOVERY_LIM.into(),
+            from: Some("300".into()),
+            to: Some("100".into())
+        }]
+    );
+    // The operator had neither custom key: they are remembered as unset.
+    assert_eq!(sim.state.original.get(MCLOCK_RECOVERY_LIM), Some(&None));
+    assert_eq!(sim.state.ladder.rung, 2);
+
+    // The last step of rung 2 left p99 above the bound too: the pause, with no config change.
+    assert!(sim.run(&recovering(350.0), 5 * 60).is_empty());
+    assert_eq!(sim.state.ladder.rung, 3);
+    assert_eq!(sim.state.ladder.top, 3);
+    let esc = sim
+        .notes
+        .iter()
+        .rfind(|n| n.event == "ESCALATE")
+        .expect("escalate note");
+    assert_eq!(
+        esc.message,
+        "ESCALATE: rung 2 (custom profile, recovery limit 100 IOPS per OSD) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 3 (pause nobackfill+norecover 30% of each 60 s)"
+    );
+}
+
+#[test]
+fn the_pause_grows_while_p99_stays_high_but_never_past_the_maximum_share() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    // 20 minutes above the bound, one decision every 15 s: count paused decisions.
+    let mut paused_ticks = 0;
+    let ticks = 20 * 60 / 15;
+    for _ in 0..ticks {
+        sim.now += 15.0;
+        sim.step(recovering(350.0));
+        paused_ticks += usize::from(paused(&sim));
+    }
+    let share = sim.state.ladder.pause.as_ref().map(|p| p.share);
+    assert_eq!(share, Some(0.8));
+    // 80% of 60 s decided every 15 s: 45 s of each minute, never all of it.
+    assert!(
+        paused_ticks * 100 <= ticks * 80,
+        "{paused_ticks} of {ticks}"
+    );
+    assert!(
+        paused_ticks * 100 >= ticks * 60,
+        "{paused_ticks} of {ticks}"
+    );
+    assert!(sim
+        .notes
+        .iter()
+        .any(|n| n.event == "PAUSE_SHARE" && n.message.contains("at the maximum")));
+    // The time paused is counted for the metric and the alert.
+    let secs = sim.state.ladder.paused_so_far(sim.now);
+    assert!((700.0..=960.0).contains(&secs), "{secs}");
+}
+
+#[test]
+fn going_down_is_one_rung_at_a_time_below_the_lower_threshold() {
+    let mut p = policy();
+    p.max_changes_per_hour = 20;
+    let mut sim = Sim::new(p);
+    climb_to_pause(&mut sim, 350.0);
+    // p99 well below 70% of the 32 ms bound: the pause shrinks to nothing, then rung 2 steps
+    // down one by one, each after 5 minutes below, then back to rung 1.
+    let actions = sim.run(&recovering(10.0), 40 * 60);
+    assert_eq!(
+        kinds(&actions),
+        vec![
+            ActionKind::Descend,
+            ActionKind::Descend,
+            ActionKind::Descend
+        ]
+    );
+    assert!(sim.state.ladder.pause.is_none());
+    assert_eq!(sim.state.ladder.rung, 1);
+    let ended = sim
+        .notes
+        .iter()
+        .find(|n| n.event == "PAUSE_ENDED")
+        .expect("pause ended");
+    assert!(
+        ended.message.contains("pause no longer needed"),
+        "{}",
+        ended.message
+    );
+    assert_eq!(
+        actions[0].changes,
+        vec![Change {
+            key: MCLOCK_RECOVERY_LIM.into(),
+            from: Some("100".into()),
+            to: Some("300".into())
+        }]
+    );
+    // Off rung 2: the throttle profile again, the custom keys removed (they were not set).
+    let last: Vec<(String, Option<String>)> = actions[2]
+        .changes
+        .iter()
+        .map(|c| (c.key.clone(), c.to.clone()))
+        .collect();
+    assert_eq!(
+        last,
+        vec![
+            (MCLOCK_PROFILE_KEY.into(), Some("high_client_ops".into())),
+            (MCLOCK_RECOVERY_LIM.into(), None),
+            (MCLOCK_RECOVERY_RES.into(), None),
+        ]
+    );
+    assert!(
+        actions[2].reason.starts_with(
+        "client p99 write 10.0 ms below 70% of the bound 32.0 ms for 5m0s; rung 2 (custom profile, recovery limit 1000 IOPS per OSD) -> rung 1 (high_client_ops)"
+        ),
+        "{}",
+        actions[2].reason
+    );
+    // Rung 1 stays until the recovery ends.
+    assert!(sim.run(&recovering(10.0), 30 * 60).is_empty());
+    // Between the thresholds nothing moves either way.
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    assert!(sim.run(&recovering(28.0), 30 * 60).is_empty());
+}
+
+#[test]
+fn redundancy_at_risk_ends_the_pause_at_once_even_when_a_change_must_wait() {
+    let mut p = policy();
+    p.min_interval = Duration::from_secs(600);
+    p.max_changes_per_hour = 100;
+    let mut sim = Sim::new(p);
+    while !paused(&sim) {
+        sim.now += 15.0;
+        sim.step(recovering(350.0));
+        assert!(sim.now < T0 + 4.0 * 3600.0, "{:?}", sim.state.ladder);
+    }
+    // One OSD down: PGs undersized. The flags go in this very decision, the SUSPEND waits.
+    sim.now += 15.0;
+    let a = sim.step(undersized(350.0));
+    assert!(a.is_none(), "rate-limited: {a:?}");
+    assert!(sim.state.ladder.pause.is_none());
+    let ended = sim
+        .notes
+        .iter()
+        .rfind(|n| n.event == "PAUSE_ENDED")
+        .unwrap();
+    assert!(
+        ended.message.contains("redundancy at risk"),
+        "{}",
+        ended.message
+    );
+    // When it comes, the suspension also lifts the recovery limit.
+    let actions = sim.run(&undersized(350.0), 3000);
+    assert_eq!(kinds(&actions), vec![ActionKind::Suspend]);
+    let keys: Vec<(&str, Option<&str>)> = actions[0]
+        .changes
+        .iter()
+        .map(|c| (c.key.as_str(), c.to.as_deref()))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            (MCLOCK_PROFILE_KEY, Some("high_recovery_ops")),
+            (MCLOCK_RECOVERY_LIM, None),
+            (MCLOCK_RECOVERY_RES, None),
+        ]
+    );
+    assert_eq!(sim.state.ladder.rung, 0);
+    // The operator's original profile is still what RESUME and RESTORE put back.
+    assert_eq!(
+        sim.state.original.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string()))
+    );
+}
+
+#[test]
+fn recovery_end_unpauses_at_once_and_the_restore_removes_everything() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    sim.now += 15.0;
+    sim.step(finished());
+    assert!(sim.state.ladder.pause.is_none(), "no pause after recovery");
+    let actions = sim.run(&finished(), 6 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Restore]);
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string()))
+    );
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_LIM), Some(&None));
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_RES), Some(&None));
+    // The paused time stays visible until the next recovery starts.
+    assert!(sim.state.ladder.paused_seconds > 0.0);
+    sim.now += 15.0;
+    sim.step(recovering(20.0));
+    assert_eq!(sim.state.ladder.paused_seconds, 0.0);
+}
+
+#[test]
+fn stale_observations_end_the_pause() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    sim.now += 15.0;
+    sim.step(Observation {
+        stale: Some("collector latency is down (timeout)".into()),
+        ..recovering(350.0)
+    });
+    assert!(sim.state.ladder.pause.is_none());
+    assert_eq!(sim.state.ladder.rung, 2, "back to the last recovery limit");
+}
+
+fn with_flags(obs: Observation, flags: &[&str]) -> Observation {
+    Observation {
+        osd_flags: Some(flags.iter().map(|f| f.to_string()).collect()),
+        ..obs
+    }
+}
+
+#[test]
+fn an_operators_pause_flag_makes_the_enforcer_hold_and_is_never_ours() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    // Someone sets nobackfill by hand (not in the enforcer's flags_set).
+    let obs = with_flags(recovering(350.0), &["sortbitwise", "nobackfill"]);
+    let actions = sim.run(&obs, 10 * 60);
+    assert!(actions.is_empty());
+    assert!(sim.state.ladder.pause.is_none());
+    assert_eq!(sim.state.phase, Phase::Holding);
+    assert!(sim.state.flags_set.is_empty(), "their flag is not ours");
+    let holds: Vec<&DecisionRecord> = sim.notes.iter().filter(|n| n.event == "HOLD").collect();
+    assert_eq!(holds.len(), 1, "said once");
+    assert!(holds[0]
+        .message
+        .contains("nobackfill set, not by the enforcer"));
+    // Unset again: the enforcer goes on from the rung it holds.
+    sim.run(&with_flags(recovering(350.0), &["sortbitwise"]), 60);
+    assert_ne!(sim.state.phase, Phase::Holding);
+}
+
+#[test]
+fn pause_flags_cleared_by_hand_are_respected_for_the_rest_of_the_recovery() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    while !paused(&sim) {
+        sim.now += 15.0;
+        sim.step(recovering(350.0));
+    }
+    // What the loop records when it sets them.
+    sim.state.flags_set = BTreeSet::from(["nobackfill".to_string(), "norecover".to_string()]);
+    sim.now += 15.0;
+    sim.step(with_flags(recovering(350.0), &["sortbitwise"]));
+    assert!(sim.state.ladder.no_pause);
+    assert!(sim.state.flags_set.is_empty());
+    assert!(sim.state.ladder.pause.is_none());
+    // Still above the bound: no pause again; the top is said once.
+    sim.run(&with_flags(recovering(350.0), &["sortbitwise"]), 20 * 60);
+    assert!(sim.state.ladder.pause.is_none());
+    let top: Vec<&DecisionRecord> = sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "LADDER_TOP")
+        .collect();
+    assert_eq!(top.len(), 1);
+    assert!(
+        top[0].message.contains("ended by hand"),
+        "{}",
+        top[0].message
+    );
+    // A new recovery may pause again.
+    sim.run(&finished(), 6 * 60);
+    sim.now += 15.0;
+    sim.step(recovering(20.0));
+    assert!(!sim.state.ladder.no_pause);
+}
+
+#[test]
+fn wpq_steps_the_recovery_sleep() {
+    let mut sim = Sim::new(policy());
+    sim.configured = std::collections::BTreeMap::new();
+    let wpq = Observation {
+        op_queue: OpQueue::Other("wpq".into()),
+        ..recovering(350.0)
+    };
+    let actions = sim.run(&wpq, 15 * 60 + 15 + 2 * 5 * 60);
+    assert_eq!(
+        kinds(&actions),
+        vec![
+            ActionKind::Throttle,
+            ActionKind::Escalate,
+            ActionKind::Escalate
+        ]
+    );
+    assert_eq!(
+        actions[1].reason,
+        "rung 1 (osd_max_backfills=1, osd_recovery_sleep_hdd=0.1) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 2 (osd_recovery_sleep 0.2 s, osd_recovery_max_active 1)"
+    );
+    assert_eq!(
+        sim.configured.get("osd_recovery_sleep"),
+        Some(&Some("0.5".to_string()))
+    );
+    assert!(
+        actions[1].push.is_empty(),
+        "wpq takes config set at runtime"
+    );
+}
+
+#[test]
+fn max_rung_and_the_pause_budget_stop_the_climb_and_say_so() {
+    let mut p = policy();
+    p.ladder.max_rung = 2;
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 4 * 5 * 60 + 30 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    let top: Vec<&str> = sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "LADDER_TOP")
+        .map(|n| n.message.as_str())
+        .collect();
+    assert_eq!(top.len(), 1);
+    assert!(top[0].contains("--enforcer.max-rung is 2"), "{}", top[0]);
+
+    let mut p = policy();
+    p.ladder.pause.max_total = 120.0;
+    let mut sim = Sim::new(p);
+    climb_to_pause(&mut sim, 350.0);
+    sim.run(&recovering(350.0), 20 * 60);
+    assert!(sim.state.ladder.pause.is_none());
+    assert!(sim.state.ladder.paused_seconds <= 120.0 + 15.0);
+    assert!(sim
+        .notes
+        .iter()
+        .any(|n| n.message.contains("pause budget used up")));
+}
+
+#[test]
+fn observe_mode_shows_the_whole_ladder_it_would_climb() {
+    let mut p = policy();
+    p.mode = Mode::Observe;
+    let mut sim = Sim::new(p);
+    climb_to_pause(&mut sim, 350.0);
+    let kinds: Vec<ActionKind> = sim.actions.iter().map(|(_, a)| a.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ActionKind::Throttle,
+            ActionKind::Escalate,
+            ActionKind::Escalate,
+            ActionKind::Escalate
+        ]
+    );
+    assert!(sim
+        .notes
+        .iter()
+        .any(|n| n.message.starts_with("(observe mode) would: ESCALATE:")
+            && n.message.contains("rung 3 (pause")));
+    assert!(sim.state.applied.as_ref().is_some_and(|a| a.simulated));
+    assert!(sim.state.flags_set.is_empty());
+}
+
+#[test]
+fn the_operators_own_throttle_profile_counts_as_rung_1() {
+    let mut sim = Sim::new(policy());
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_client_ops".into()));
+    let actions = sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Escalate]);
+    assert!(sim
+        .notes
+        .iter()
+        .any(|n| n.event == "NOTHING_TO_DO" && n.message.contains("rung 1 is in force")));
+    assert_eq!(sim.state.ladder.rung, 2);
+    let _ = T0;
+}
