@@ -74,6 +74,15 @@ Examples:\n  ceph-recovery-budget fio-summary fio-baseline.json\n  fio ... | cep
         long_about = "Measures client p50/p95/p99 (fio) with no recovery, then during a controlled recovery under balanced, high_recovery_ops and high_client_ops, with the recovery rate of each, and prints the table and the suggested bound (--multiplier x the no-recovery p99). Restores the profile it found (also on Ctrl-C). The recovery is started and stopped by your commands (--start-recovery, --stop-recovery) or by you when asked.\n\nExamples:\n  ceph-recovery-budget profile-sweep --fio-cmd 'fio runbook.fio --output-format=json' \\\n      --start-recovery 'ceph osd reweight 7 0.8' --stop-recovery 'ceph osd reweight 7 1'\n  ceph-recovery-budget profile-sweep --fio-cmd 'fio runbook.fio --output-format=json' --window 2m --settle 30s"
     )]
     ProfileSweep(ProfileSweepArgs),
+    /// Does the enforcer hold the bound? The same controlled recovery under fio, once per
+    /// mClock profile and once with the enforcer, in one table.
+    #[command(
+        long_about = "Runs, under your fio load, the same controlled recovery (one where no PG is undersized, so the bound applies) once per row and prints one table: p50/p95/p99 write latency, p99 against the no-recovery baseline, within --multiplier x or not, recovery time and rate.\n\n\
+Rows (--rows, in the order given; no-recovery first): no-recovery (fio for --baseline-window: its p99 is the baseline), balanced, high_client_ops, high_recovery_ops (`ceph config set osd osd_mclock_profile P`), enforced (the profile you had, and this program's `serve --enforcer.mode enforce` with the baseline just measured, as a child on 127.0.0.1, with --serve-args). Each recovery row starts fio, runs --start-recovery, waits until `ceph status` shows it and then until nothing is degraded or misplaced and no PG recovers or backfills (at most --max-recovery), stops fio with SIGINT (fio then prints its whole report: give it a long runtime), runs --stop-recovery and waits, not measured, until the cluster is clean again. Recovery time: from --start-recovery to finished; rate: the most objects seen degraded + misplaced at once / recovery time.\n\n\
+Refuses to start (exit 2) while a recovery runs, while nobackfill or norecover is set, or when the OSDs do not run mclock_scheduler. Puts the cluster back whatever happens (also on Ctrl-C, SIGTERM, SIGHUP): the recovery stopped, osd_mclock_profile in the config database as found (`config rm` when it was not set), what the enforcer's state file says it did not restore, no nobackfill/norecover left set. Progress on stderr. Exit 0: every row measured; 1: a row incomplete (the rows measured so far are printed); 2: refused; 130: interrupted.\n\n\
+Examples (the lab, scripts/ceph-lab; 15-25 minutes for all rows):\n  eval \"$(scripts/ceph-lab env)\"\n  ceph-recovery-budget experiment --fio-cmd 'scripts/ceph-lab fio-json 100000' \\\n      --start-recovery 'scripts/ceph-lab rebalance-start 3 0.2' \\\n      --stop-recovery 'scripts/ceph-lab rebalance-stop' --decisions-out decisions.json\n  ceph-recovery-budget experiment --rows no-recovery --baseline-window 10s \\\n      --fio-cmd 'scripts/ceph-lab fio-json 100000'"
+    )]
+    Experiment(ExperimentArgs),
     /// Flag costly or ineffective settings in `ceph config dump`; exit 1 when something is flagged.
     #[command(
         long_about = "Reads `ceph config dump` (from the cluster, or a saved `ceph config dump -f json` with --file) and flags known costly or ineffective settings with the reason and the fix: debug_ms not 0/0 on OSDs or clients, recovery sleeps or backfill limits that mClock ignores, and the like. Exit code 0: nothing flagged; 1: something flagged; 2: the dump could not be read.\n\nExamples:\n  ceph-recovery-budget lint\n  ceph config dump -f json > dump.json && ceph-recovery-budget lint --file dump.json --format json"
@@ -265,6 +274,60 @@ pub struct ProfileSweepArgs {
     /// The table as text, or JSON
     #[arg(long, default_value = "text")]
     pub format: StatusFormat,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// Your fio command (run without a shell) for each row, printing a report (JSON or text) on
+    /// stdout. Give it a long runtime: it is stopped with SIGINT when the row ends, e.g.
+    /// 'scripts/ceph-lab fio-json 100000'
+    #[arg(long = "fio-cmd", value_name = "COMMAND")]
+    pub fio_cmd: String,
+    /// Command that starts the controlled recovery (run without a shell), once per recovery row
+    #[arg(long = "start-recovery", value_name = "COMMAND")]
+    pub start_recovery: Option<String>,
+    /// Command that undoes it after each recovery row (and on Ctrl-C or a failure)
+    #[arg(long = "stop-recovery", value_name = "COMMAND")]
+    pub stop_recovery: Option<String>,
+    /// How long fio runs for the no-recovery row (the baseline)
+    #[arg(
+        long = "baseline-window",
+        value_name = "DURATION",
+        default_value = "60s"
+    )]
+    pub baseline_window: HumanDuration,
+    /// The bound is this many times the no-recovery p99 (the enforced row's bound, and the
+    /// table's "within" column)
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub multiplier: f64,
+    /// A recovery row fails (the experiment stops, incomplete) when its recovery has not
+    /// finished after this long; also the limit for the cluster to be clean again after it
+    #[arg(long = "max-recovery", value_name = "DURATION", default_value = "20m")]
+    pub max_recovery: HumanDuration,
+    /// The rows, in order, starting with no-recovery
+    #[arg(
+        long,
+        value_name = "ROW,...",
+        default_value = crate::tuning::experiment::DEFAULT_ROWS
+    )]
+    pub rows: String,
+    /// More flags for the enforced row's `serve` (split like shell words); the experiment sets
+    /// --web.listen-address, --enforcer.mode/baseline/multiplier/state-file and the ceph flags
+    #[arg(
+        long = "serve-args",
+        value_name = "FLAGS",
+        allow_hyphen_values = true,
+        default_value = crate::tuning::experiment::DEFAULT_SERVE_ARGS
+    )]
+    pub serve_args: String,
+    /// The table as text, or JSON
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+    /// Also write the enforced row's decision records (JSON, oldest first) to this file
+    #[arg(long = "decisions-out", value_name = "FILE")]
+    pub decisions_out: Option<PathBuf>,
     #[command(flatten)]
     pub ceph: CephArgs,
 }

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Command::Tune(TuneCommand::Decide(args)) => tune_decide(args),
         Command::Tune(TuneCommand::Report(args)) => tune_report(args),
         Command::ProfileSweep(args) => profile_sweep(args),
+        Command::Experiment(args) => experiment(args),
         Command::Lint(args) => lint(args),
     };
     match result {
@@ -440,6 +441,97 @@ fn profile_sweep(args: ProfileSweepArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Exit 0: every row measured and the cluster put back; 1: incomplete; 2: bad arguments or
+/// refused (a recovery running, pause flags set, no mClock); 130: interrupted.
+fn experiment(args: ceph_recovery_budget::cli::ExperimentArgs) -> anyhow::Result<ExitCode> {
+    use tuning::experiment as ex;
+    let refused = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e:#}");
+        Ok(ExitCode::from(2))
+    };
+    let serve_words = match split_command("--serve-args", &args.serve_args) {
+        Ok(w) => w,
+        Err(_) if args.serve_args.trim().is_empty() => Vec::new(),
+        Err(e) => return refused(&e),
+    };
+    if let Err(e) = ex::check_serve_args(&serve_words) {
+        return refused(&e);
+    }
+    let optional = |flag: &str, c: &Option<String>| -> anyhow::Result<Option<Vec<String>>> {
+        c.as_deref().map(|c| split_command(flag, c)).transpose()
+    };
+    let plan = (|| -> anyhow::Result<ex::ExperimentPlan> {
+        let plan = ex::ExperimentPlan {
+            fio: split_command("--fio-cmd", &args.fio_cmd)?,
+            start_recovery: optional("--start-recovery", &args.start_recovery)?,
+            stop_recovery: optional("--stop-recovery", &args.stop_recovery)?,
+            rows: ex::parse_rows(&args.rows).map_err(anyhow::Error::msg)?,
+            baseline_window: args.baseline_window.0,
+            multiplier: args.multiplier,
+            max_recovery: args.max_recovery.0,
+            poll_every: std::time::Duration::from_secs(3),
+            enforcer_ready_within: std::time::Duration::from_secs(60),
+            enforcer_idle_within: std::time::Duration::from_secs(120),
+            metrics_path: ex::telemetry_path(&serve_words),
+        };
+        plan.check().map_err(anyhow::Error::msg)?;
+        Ok(plan)
+    })();
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => return refused(&e),
+    };
+    let client = match ceph_client(&args.ceph) {
+        Ok(c) => c,
+        Err(e) => return refused(&e),
+    };
+    let mut serve_rest = ex::serve_ceph_args(
+        &args.ceph.ceph_cmd,
+        args.ceph.ceph_conf.as_deref(),
+        args.ceph.ceph_name.as_deref(),
+        args.ceph.ceph_keyring.as_deref(),
+        args.ceph.ceph_timeout.0,
+    );
+    serve_rest.extend(serve_words);
+    let exe = std::env::current_exe()
+        .context("finding this program's path (the enforced row runs it as `serve`)")?;
+    let dir = std::env::temp_dir().join(format!(
+        "ceph-recovery-budget-experiment-{}",
+        std::process::id()
+    ));
+    let procs = ex::processes::RealProcesses::new(exe, serve_rest, dir);
+    let result = match interruptible(async |progress, cancel| {
+        ex::experiment(&client, &procs, &plan, progress, cancel).await
+    }) {
+        Ok(r) => r,
+        Err(e) if matches!(e.downcast_ref(), Some(tuning::TuningError::Refused(_))) => {
+            return refused(&e)
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(path) = &args.decisions_out {
+        if result.enforcer.is_some() {
+            let json = serde_json::to_string_pretty(&result.decisions)
+                .context("encoding the decisions")?;
+            tuning::record::write_atomically(path, (json + "\n").as_bytes())
+                .with_context(|| format!("writing the decisions to {}", path.display()))?;
+            eprintln!(
+                "decisions of the enforced row written to {}",
+                path.display()
+            );
+        } else {
+            eprintln!("no enforced row ran: {} not written", path.display());
+        }
+    }
+    match args.format {
+        StatusFormat::Json => print_out(
+            &(serde_json::to_string_pretty(&result).context("encoding the result")? + "\n"),
+        ),
+        StatusFormat::Text => print_out(&ex::render(&result)),
+    }
+    Ok(ExitCode::from(result.exit_code()))
+}
+
 /// Exit 0: nothing flagged; 1: something flagged; 2: the dump could not be read.
 fn lint(args: LintArgs) -> anyhow::Result<ExitCode> {
     match lint_findings(&args) {
@@ -636,12 +728,19 @@ async fn serve_with<C: Client + Clone>(
             enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
         ));
     } else if let Ok(EnforcerState {
-        applied: Some(a),
+        applied,
         original,
+        flags_set,
         ..
     }) = EnforcerState::load(&settings.policy.state_file)
     {
-        if !a.simulated {
+        if !flags_set.is_empty() {
+            tracing::error!(
+                flags = ?flags_set,
+                "the enforcer is off, but its state file says it set these OSD map flags and did not unset them: recovery may be paused; unset them (ceph osd unset FLAG) or run the enforcer in enforce mode, which unsets them at start"
+            );
+        }
+        if let Some(a) = applied.filter(|a| !a.simulated) {
             tracing::warn!(
                 values = ?a.values,
                 original = ?original,
@@ -718,8 +817,14 @@ fn build_enforcer<C: Client>(
         // What observe mode only pretended to set must not be "restored" for real.
         (Some(a), Mode::Enforce) if a.simulated => {
             tracing::info!(target: "decision", "the state file holds an observe-mode episode; enforce mode starts fresh");
-            state = EnforcerState { learned: state.learned, ..EnforcerState::default() };
+            state = EnforcerState { learned: state.learned, flags_set: state.flags_set, ..EnforcerState::default() };
         }
+        (_, Mode::Observe) if !state.flags_set.is_empty() => anyhow::bail!(
+            "the state file {} says the enforcer (enforce mode) set {:?} and has not unset them; \
+             recovery may be paused: run in enforce mode (it unsets them at start) or `ceph osd unset` them by hand and remove the file",
+            policy.state_file.display(),
+            state.flags_set
+        ),
         (Some(a), Mode::Observe) if !a.simulated => anyhow::bail!(
             "the state file {} says the enforcer (enforce mode) changed {:?} and has not restored {:?} yet; \
              run in enforce mode until it restores them, or restore them by hand and remove the file",
@@ -774,15 +879,21 @@ fn build_enforcer<C: Client>(
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
+    // SIGHUP too: a `serve` started in an SSH session must still clear its pause flags when
+    // the session drops.
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(mut term), Ok(mut hup)) => {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = hup.recv() => {}
             }
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the exporter");
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM or SIGHUP; only Ctrl-C stops the exporter");
             let _ = tokio::signal::ctrl_c().await;
         }
     }

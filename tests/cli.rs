@@ -102,6 +102,7 @@ fn every_subcommand_has_useful_help() {
         ("fio-summary", "percentile"),
         ("baseline", "--fio-cmd"),
         ("profile-sweep", "--start-recovery"),
+        ("experiment", "--serve-args"),
         ("lint", "--file"),
     ] {
         let out = bin().args([sub, "--help"]).output().unwrap();
@@ -282,4 +283,84 @@ fn baseline_needs_a_latency_source_and_a_usable_report() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no write completion-latency p99"));
     assert!(!std::path::Path::new("/tmp/never.yaml").exists());
+}
+
+#[test]
+fn experiment_refuses_what_cannot_work_with_exit_2() {
+    // Bad arguments, before any cluster is asked (the ceph command does not even exist).
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--rows", "balanced,enforced"],
+            "must start with no-recovery",
+        ),
+        (
+            &["--rows", "no-recovery,balanced"],
+            "--start-recovery and --stop-recovery",
+        ),
+        (&["--multiplier", "1"], "must be a number above 1"),
+        (
+            &["--serve-args", "--enforcer.mode observe"],
+            "must not contain --enforcer.mode",
+        ),
+        (
+            &["--rows", "no-recovery,fastest"],
+            "unknown row \"fastest\"",
+        ),
+    ];
+    for (extra, expect) in cases {
+        let out = bin()
+            .args([
+                "experiment",
+                "--fio-cmd",
+                "fio x.fio",
+                "--ceph-cmd",
+                "/nonexistent/ceph",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(expect), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+
+    // OSDs that do not run mClock: refused before anything is changed or run.
+    let dir = std::env::temp_dir().join(format!("crb-cli-exp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ceph = dir.join("ceph");
+    let log = dir.join("calls");
+    std::fs::write(
+        &ceph,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in\n  *'config get osd_op_queue'*) printf '\\nosd.0: {{\"osd_op_queue\":\"wpq\"}}\\n' ;;\n  *) echo 'Error EINVAL: not in this fake' >&2; exit 22 ;;\nesac\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ceph, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = bin()
+        .args([
+            "experiment",
+            "--fio-cmd",
+            "/nonexistent/fio",
+            "--start-recovery",
+            "/nonexistent/start",
+            "--stop-recovery",
+            "/nonexistent/stop",
+            "--ceph-cmd",
+        ])
+        .arg(&ceph)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("osd_op_queue wpq"), "{err}");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !calls.contains("config set") && !calls.contains("config rm"),
+        "{calls}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -650,3 +650,34 @@ async fn observe_mode_never_sets_a_flag() {
         rig.events()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_osd_set_is_taken_back_and_tried_again_not_blamed_on_a_person() {
+    let file = temp_state("pause-fail");
+    let mut rig = Rig::with_policy(
+        pause_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    // The first `osd set` fails (nobackfill), everything after works.
+    rig.cluster
+        .actor
+        .fail_flags
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    rig.play(ClusterState::Rebalance, true, 20).await;
+    let events = rig.events();
+    assert!(events.contains(&"ACTION_FAILED".to_string()), "{events:?}");
+    assert!(
+        events.contains(&"PAUSE".to_string()),
+        "paused on a later try: {events:?}"
+    );
+    let shared = rig.enforcer.shared();
+    let v = shared.lock().unwrap();
+    assert!(
+        !v.decisions
+            .iter()
+            .any(|d| d.message.contains("unset by someone else")),
+        "a failure is not a person"
+    );
+}

@@ -162,6 +162,7 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
                 }
                 ["perf", "dump", filter @ ..] if filter.len() <= 2 => perf("perf dump", filter),
                 ["config", "get", var] => command_json("config get", &[("var", Arg::Str(var))]),
+                ["config", "unset", var] => command_json("config unset", &[("var", Arg::Str(var))]),
                 ["config", "set", var, val] => command_json(
                     "config set",
                     &[

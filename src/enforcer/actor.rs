@@ -20,6 +20,10 @@ pub trait Actor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<BTreeMap<String, Option<String>>, String>> + Send;
     /// `ceph tell osd.* config set KEY VALUE` (the running OSDs; not persisted)
     fn push(&self, key: &str, value: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// `ceph tell osd.* config unset KEY`: drops a pushed value from the running OSDs. Under a
+    /// built-in profile that also drops the profile's value until it is applied again, so it
+    /// only comes before a profile change (checked on the lab, 16.2.15).
+    fn unpush(&self, key: &str) -> impl Future<Output = Result<(), String>> + Send;
     /// The OSD map's flags (`ceph osd dump` "flags").
     fn flags(&self) -> impl Future<Output = Result<BTreeSet<String>, String>> + Send;
     /// `ceph osd set FLAG`
@@ -76,6 +80,12 @@ impl<C: Client> Actor for CephActor<C> {
 
     async fn push(&self, key: &str, value: &str) -> Result<(), String> {
         self.run(&["tell", "osd.*", "config", "set", key, value])
+            .await
+            .map(|_| ())
+    }
+
+    async fn unpush(&self, key: &str) -> Result<(), String> {
+        self.run(&["tell", "osd.*", "config", "unset", key])
             .await
             .map(|_| ())
     }
@@ -201,6 +211,11 @@ impl Actor for FakeActor {
 
     async fn push(&self, key: &str, value: &str) -> Result<(), String> {
         self.log(format!("tell osd.* config set {key} {value}"));
+        Ok(())
+    }
+
+    async fn unpush(&self, key: &str) -> Result<(), String> {
+        self.log(format!("tell osd.* config unset {key}"));
         Ok(())
     }
 

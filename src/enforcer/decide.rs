@@ -173,7 +173,7 @@ fn hold_key(reason: &str) -> String {
 
 /// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
 /// comparison would read our own wpq lever as someone else's change.
-fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
+pub(super) fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
@@ -183,6 +183,12 @@ fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
 
 /// Seconds until another change is allowed, or 0.
 pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
+    limit_wait_reserving(policy, state, now, 0)
+}
+
+/// The same, keeping `reserve` of the hour's changes for others.
+fn limit_wait_reserving(policy: &Policy, state: &EnforcerState, now: Time, reserve: u32) -> f64 {
+    let max = policy.max_changes_per_hour.saturating_sub(reserve).max(1);
     // A change stamped in the future (the wall clock was set back) counts as made now.
     let recent: Vec<Time> = state
         .changes
@@ -194,11 +200,11 @@ pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
     if let Some(last) = recent.iter().copied().reduce(f64::max) {
         wait = wait.max(last + policy.min_interval.as_secs_f64() - now);
     }
-    if recent.len() as u32 >= policy.max_changes_per_hour {
+    if recent.len() as u32 >= max {
         // The oldest change in the hour must age out first.
         let mut sorted = recent.clone();
         sorted.sort_by(f64::total_cmp);
-        let idx = recent.len() - policy.max_changes_per_hour as usize;
+        let idx = recent.len() - max as usize;
         if let Some(t) = sorted.get(idx) {
             wait = wait.max(t + HOUR - now);
         }
@@ -339,7 +345,15 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         .cloned()
         .collect();
     if !foreign.is_empty() {
-        ladder::end_pause(&ctx, &mut next, &mut notes, "someone else set pause flags");
+        ladder::end_pause(
+            &ctx,
+            &mut next,
+            &mut notes,
+            &format!(
+                "{} set by someone else: their pause, not the enforcer's; its own flags come off",
+                foreign.join(" and ")
+            ),
+        );
         let key = format!("flags {}", foreign.join(","));
         if state.holding.as_deref() != Some(key.as_str()) {
             notes.push(ctx.record(
@@ -385,7 +399,18 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
 
     let recovering = obs.recovery_active();
     if recovering && !state.recovery_active {
-        next.ladder = LadderState::default();
+        // A new recovery: a new pause budget. A recovery limit still held (it started again
+        // before the restore) stays the rung held, so it can be judged and stepped down.
+        let held = state
+            .applied
+            .as_ref()
+            .is_some_and(|a| a.kind == ActionKind::Throttle);
+        next.ladder = LadderState {
+            rung: if held { state.ladder.rung.min(2) } else { 0 },
+            step: state.ladder.step,
+            since: now,
+            ..LadderState::default()
+        };
         notes.push(ctx.record(
             "RECOVERY_STARTED",
             format!(
@@ -453,6 +478,8 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             next = EnforcerState {
                 learned: next.learned,
                 changes: next.changes,
+                // Flags it set are still its own to unset, whatever happened to the config.
+                flags_set: next.flags_set,
                 ..EnforcerState::default()
             };
             next.phase = Phase::Idle;
@@ -725,7 +752,9 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 return None;
             }
         }
-        let wait = limit_wait(policy, &next, now);
+        // The ladder leaves the last change of the hour to SUSPEND and RESTORE.
+        let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
+        let wait = limit_wait_reserving(policy, &next, now, reserve);
         if wait > 0.0 {
             if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
                 notes.push(ctx.record(

@@ -177,6 +177,10 @@ fn up(policy: &Policy, q: &OpQueue, rung: u8, step: usize, no_pause: bool) -> Op
     let max = policy.ladder.max_rung;
     let n = steps(policy, q);
     let pause = (max >= 3 && !no_pause).then_some((3, step));
+    // OSDs whose op queue is not known (or not the same everywhere): no jump past rung 2.
+    if matches!(q, OpQueue::Mixed | OpQueue::Unknown) && rung < 2 {
+        return None;
+    }
     match rung {
         1 if max >= 2 && n > 0 => Some((2, 0)),
         1 => pause,
@@ -246,6 +250,20 @@ pub(super) fn climb(
     let l = &next.ladder.clone();
     let q = &obs.op_queue;
     let settle = lp.settle.as_secs_f64();
+    // Whatever the suspension policy: never paused while any copy is missing.
+    let reduced = obs.undersized_pgs > 0 || !obs.pools_at_min_size.is_empty();
+    if reduced && l.pause.is_some() {
+        end_pause(
+            ctx,
+            next,
+            notes,
+            &format!(
+                "{} PGs undersized: never paused while redundancy is reduced",
+                obs.undersized_pgs
+            ),
+        );
+        return None;
+    }
     if l.rung >= 3 {
         let Some(ps) = l.pause.as_ref() else {
             next.ladder.rung = 2;
@@ -294,11 +312,15 @@ pub(super) fn climb(
         if held < settle {
             return None;
         }
-        match up(policy, q, l.rung, l.step, l.no_pause) {
+        match up(policy, q, l.rung, l.step, l.no_pause || reduced) {
             None => {
                 if next.noted.insert(format!("top:{}:{}", l.rung, l.step)) {
                     let why = if l.no_pause {
                         "the pause was ended by hand in this recovery".to_string()
+                    } else if reduced {
+                        "PGs undersized: no pause while redundancy is reduced".to_string()
+                    } else if matches!(q, OpQueue::Mixed | OpQueue::Unknown) {
+                        format!("the OSDs' op queue is {}", q.describe())
                     } else if l.rung >= 2 || lp.max_rung < 2 {
                         format!("--enforcer.max-rung is {}", lp.max_rung)
                     } else {

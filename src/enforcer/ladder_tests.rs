@@ -437,3 +437,69 @@ fn the_operators_own_throttle_profile_counts_as_rung_1() {
     assert_eq!(sim.state.ladder.rung, 2);
     let _ = T0;
 }
+
+#[test]
+fn a_recovery_starting_again_before_the_restore_keeps_judging_the_limit_held() {
+    let mut p = policy();
+    p.max_changes_per_hour = 20;
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    // Finished for two minutes (settle is 5), then the next OSD drains.
+    sim.run(&finished(), 2 * 60);
+    sim.run(&recovering(10.0), 2 * 60);
+    assert_eq!(sim.state.ladder.rung, 2, "the limit is still held");
+    // Well below the bound: it comes off like any rung.
+    let actions = sim.run(&recovering(10.0), 10 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Descend]);
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_LIM), Some(&None));
+}
+
+#[test]
+fn no_pause_with_pgs_undersized_even_when_only_pools_at_min_size_suspend() {
+    let mut p = policy();
+    p.suspend_when = SuspendWhen::PoolAtMinSize;
+    let mut sim = Sim::new(p);
+    let obs = Observation {
+        pools_at_min_size: vec![],
+        ..undersized(350.0)
+    };
+    sim.run(&obs, 15 * 60 + 15 + 6 * 5 * 60);
+    assert!(sim.state.ladder.pause.is_none(), "{:?}", sim.state.ladder);
+    assert!(sim
+        .notes
+        .iter()
+        .any(|n| n.event == "LADDER_TOP"
+            && n.message.contains("no pause while redundancy is reduced")));
+}
+
+#[test]
+fn the_ladder_leaves_the_hours_last_change_to_suspend() {
+    let mut p = policy();
+    p.breach_for = Duration::from_secs(0);
+    p.min_interval = Duration::from_secs(60);
+    p.max_changes_per_hour = 3;
+    p.ladder.settle = Duration::from_secs(60);
+    let mut sim = Sim::new(p);
+    // Throttle and one escalation: the third change of the hour is kept for SUSPEND.
+    sim.run(&recovering(350.0), 10 * 60);
+    let kinds_now: Vec<ActionKind> = sim.actions.iter().map(|(_, a)| a.kind).collect();
+    assert_eq!(kinds_now, vec![ActionKind::Throttle, ActionKind::Escalate]);
+    let actions = sim.run(&undersized(350.0), 2 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Suspend]);
+}
+
+#[test]
+fn mixed_or_unknown_op_queues_do_not_jump_to_the_pause() {
+    let mut sim = Sim::new(policy());
+    let obs = Observation {
+        op_queue: OpQueue::Mixed,
+        ..recovering(350.0)
+    };
+    // The operator's profile is already the throttle (nothing to set on a mixed cluster).
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_client_ops".into()));
+    sim.run(&obs, 60 * 60);
+    assert!(sim.state.ladder.pause.is_none());
+    assert!(sim.state.ladder.rung <= 1);
+}

@@ -116,6 +116,8 @@ pub struct Enforcer<A, K> {
     persist: bool,
     /// `--latency.source prometheus`: p99 from a poller instead of the collected histograms.
     external_p99: Option<watch::Receiver<Option<ExternalP99>>>,
+    /// The last cycle's observation, for the log lines of a pause ended between cycles.
+    last_obs: Option<Observation>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -145,6 +147,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             interval,
             persist: true,
             external_p99: None,
+            last_obs: None,
         }
     }
 
@@ -345,7 +348,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if self.policy.mode != Mode::Enforce {
             if want != was_paused {
                 let (event, msg) = if want {
-                    ("PAUSE", format!("(observe mode) would PAUSE: ceph osd set {flags} for {:.0} s of each {period:.0} s", share * period))
+                    ("PAUSE", format!("(observe mode) would PAUSE: ceph osd set {flags} for {:.0} s of each {period:.0} s", self.policy.ladder.pause.planned(share)))
                 } else {
                     (
                         "UNPAUSE",
@@ -383,19 +386,35 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     obs,
                     "PAUSE",
                     format!(
-                        "PAUSE: ceph osd set {flags} for {:.0} s of this {period:.0} s period ({:.0}%); paused {} in this recovery so far",
-                        share * period,
+                        "PAUSE: ceph osd set {flags} for {:.0} s of this {period:.0} s period (share {:.0}%); paused {} in this recovery so far",
+                        self.policy.ladder.pause.planned(share),
                         share * 100.0,
                         fmt_secs(self.state.ladder.paused_so_far(now))
                     ),
                     now,
                 ),
                 Some(e) => {
-                    // Not paused; whatever was set is unset on the next cycle.
+                    // Not paused: take back what this attempt may have set, so that the next
+                    // attempt starts clean (and no half pause stays).
                     if let Some(p) = self.state.ladder.pause.as_mut() {
-                        p.stop(now);
+                        p.cancel();
                     }
-                    let mut r = self.flag_record(obs, "ACTION_FAILED", format!("FAILED PAUSE: {e}; trying again next cycle"), now);
+                    let mut left = Vec::new();
+                    for f in self.state.flags_set.clone() {
+                        match self.actor.unset_flag(&f).await {
+                            Ok(()) => {
+                                self.state.flags_set.remove(&f);
+                            }
+                            Err(_) => left.push(f),
+                        }
+                    }
+                    let _ = self.persist("after a failed pause");
+                    let then = if left.is_empty() {
+                        "nothing of it stays set; the pause is tried again in its next slot".to_string()
+                    } else {
+                        format!("{} may still be set: unsetting it is retried every cycle", left.join(" and "))
+                    };
+                    let mut r = self.flag_record(obs, "ACTION_FAILED", format!("FAILED PAUSE: {e}; {then}"), now);
                     r.performed = false;
                     if let Ok(mut v) = self.shared.lock() {
                         v.action_failures_total += 1;
@@ -450,6 +469,21 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             };
             self.log(&rec);
             let _ = self.persist("after unsetting the pause flags");
+        }
+    }
+
+    /// The pause slice reached the maximum share of its period before the next cycle came.
+    async fn end_pause_slice(&mut self) {
+        let now = self.clock.now();
+        let was_paused = self.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
+        if let Some(p) = self.state.ladder.pause.as_mut() {
+            p.stop(now);
+        }
+        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        self.reconcile_flags(&obs, was_paused, now).await;
+        let _ = self.persist("after ending a pause slice");
+        if let Ok(mut v) = self.shared.lock() {
+            v.update(&self.policy, &obs, &self.state, now);
         }
     }
 
@@ -586,6 +620,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
             self.log(&rec);
+            let failed = result.is_err();
             self.state = apply_outcome(
                 &self.policy,
                 std::mem::take(&mut self.state),
@@ -593,6 +628,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 result,
                 now,
             );
+            if failed && self.policy.mode == Mode::Enforce {
+                self.hold_what_took(&action).await;
+            }
         }
         if self.state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
             self.reconcile_flags(&obs, was_paused, now).await;
@@ -603,6 +641,52 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Ok(mut v) = self.shared.lock() {
             v.update(&self.policy, &obs, &self.state, now);
         }
+        self.last_obs = Some(obs);
+    }
+
+    /// A multi-key action failed half-way (the profile set, the limit not): what did take is
+    /// the enforcer's now, so that it is not mistaken for a person's change and is restored.
+    async fn hold_what_took(&mut self, action: &Action) {
+        use state::ActionKind::{Descend, Escalate, Suspend, Throttle};
+        if !matches!(action.kind, Throttle | Suspend | Escalate | Descend) {
+            return;
+        }
+        let keys: Vec<String> = action.changes.iter().map(|c| c.key.clone()).collect();
+        let Ok(now) = self.actor.configured(&keys).await else {
+            return;
+        };
+        let took: Vec<&decide::Change> = action
+            .changes
+            .iter()
+            .filter(|c| {
+                decide::same_setting(&now.get(&c.key).cloned().flatten(), &c.to)
+                    && !decide::same_setting(&c.from, &c.to)
+            })
+            .collect();
+        if took.is_empty() {
+            return;
+        }
+        let clock_now = self.clock.now();
+        let applied = self.state.applied.get_or_insert_with(|| state::Applied {
+            kind: if action.kind == Suspend {
+                Suspend
+            } else {
+                Throttle
+            },
+            values: BTreeMap::new(),
+            at: clock_now,
+            simulated: false,
+            verified: false,
+            not_taken: Vec::new(),
+            effective: None,
+        });
+        for c in took {
+            match &c.to {
+                Some(v) => applied.values.insert(c.key.clone(), v.clone()),
+                None => applied.values.remove(&c.key),
+            };
+        }
+        let _ = self.persist("after a partly applied change");
     }
 
     /// Whether the config database already holds every value `action` sets.
@@ -618,6 +702,16 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     }
 
     async fn perform(&self, action: &Action) -> Result<(), String> {
+        // A recovery limit the OSDs were told at runtime goes before the profile changes back:
+        // the profile (or the config database) then sets their values again.
+        for c in &action.changes {
+            let pushed = [ladder::MCLOCK_RECOVERY_LIM, ladder::MCLOCK_RECOVERY_RES];
+            if pushed.contains(&c.key.as_str()) && !action.push.iter().any(|(k, _)| *k == c.key) {
+                if let Err(e) = self.actor.unpush(&c.key).await {
+                    tracing::warn!(target: "decision", error = %e, "ceph tell osd.* config unset {} failed for some OSDs; they drop it when they restart", c.key);
+                }
+            }
+        }
         for c in &action.changes {
             match &c.to {
                 Some(v) => self.actor.set(&c.key, v).await?,
@@ -644,12 +738,26 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Ok(mut v) = self.shared.lock() {
             v.update_mode_only(&self.policy, &self.state);
         }
-        // A pause the last run left behind never outlives it.
+        // A pause the last run left behind never outlives it; "below the bound since" from
+        // before a restart is not evidence for going down now.
         self.clear_own_flags("START").await;
+        self.state.ladder.below_since = None;
         loop {
+            // The pause ends on time even when a cycle is late (a slow collection).
+            let deadline = self
+                .state
+                .ladder
+                .pause
+                .as_ref()
+                .and_then(|p| p.deadline(&self.policy.ladder.pause))
+                .map(|d| Duration::from_secs_f64((d - self.clock.now()).max(0.0)));
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { break },
                 _ = tokio::time::sleep(self.interval) => {}
+                _ = tokio::time::sleep(deadline.unwrap_or(Duration::MAX)), if deadline.is_some() => {
+                    self.end_pause_slice().await;
+                    continue;
+                }
                 _ = shutdown.changed() => break,
             }
             let snapshot = snapshots.borrow().clone();

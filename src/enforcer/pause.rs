@@ -58,6 +58,10 @@ pub struct PauseState {
     pub paused_total: f64,
     /// When the flags were last set (to add to `paused_total` when unset).
     pub paused_at: Option<Time>,
+    /// When they were last unset: recovery gets its share before the next pause even when a
+    /// decision comes late.
+    #[serde(default)]
+    pub unpaused_at: Option<Time>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +91,19 @@ pub struct PauseStep {
     pub note: Option<String>,
 }
 
+impl PausePolicy {
+    /// Seconds actually paused of each period at `share`, the flags changing once per tick.
+    pub fn planned(&self, share: f64) -> f64 {
+        let mut t = 0.0;
+        while t + self.tick <= share * self.period + self.tick / 2.0 + 1e-9
+            && t + self.tick <= self.max_share * self.period + 1e-9
+        {
+            t += self.tick;
+        }
+        t
+    }
+}
+
 impl PauseState {
     pub fn start(policy: &PausePolicy, now: Time) -> Self {
         PauseState {
@@ -95,7 +112,14 @@ impl PauseState {
             paused: false,
             paused_total: 0.0,
             paused_at: None,
+            unpaused_at: None,
         }
+    }
+
+    /// Setting the flags failed: not paused, and no pause time counted.
+    pub fn cancel(&mut self) {
+        self.paused = false;
+        self.paused_at = None;
     }
 
     /// Flags are (or must be taken as) unset now.
@@ -103,6 +127,14 @@ impl PauseState {
         self.paused_total = self.paused_so_far(now);
         self.paused = false;
         self.paused_at = None;
+        self.unpaused_at = Some(now);
+    }
+
+    /// The latest time the flags may stay set, while they are: the maximum share of a period.
+    pub fn deadline(&self, policy: &PausePolicy) -> Option<Time> {
+        self.paused_at
+            .filter(|_| self.paused)
+            .map(|t| t + policy.max_share * policy.period)
     }
 
     /// Seconds paused in this recovery, counting the pause under way.
@@ -117,9 +149,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     let mut next = state.clone();
     let unset_if_paused = |next: &mut PauseState| {
         if next.paused {
-            next.paused_total = next.paused_so_far(now);
-            next.paused = false;
-            next.paused_at = None;
+            next.stop(now);
             Some(FlagAction::Unset)
         } else {
             None
@@ -145,7 +175,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
             next: None,
             flags,
             note: Some(format!(
-                "pause budget used up: paused {:.0} s in this recovery (maximum {:.0} s); recovery runs unpaused",
+                "pause budget used up: paused {:.0} s in this recovery (maximum {:.0} s)",
                 used, policy.max_total
             )),
         };
@@ -160,6 +190,10 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
                 next.share = (next.share + policy.step).min(policy.max_share);
             }
             Some(p) if p < input.bound * policy.lower => {
+                next.share = (next.share - policy.step).max(0.0);
+            }
+            // No client writes: nothing to protect, recovery gets the time back.
+            None => {
                 next.share = (next.share - policy.step).max(0.0);
             }
             _ => {}
@@ -198,8 +232,18 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     // The flags stay until the next decision, a tick later: the share is rounded to ticks, but
     // never past the maximum share, so recovery always gets its part of each period.
     let until = now - next.period_start + policy.tick;
-    let want_paused = until <= next.share * policy.period + policy.tick / 2.0 + 1e-9
-        && until <= policy.max_share * policy.period + 1e-9;
+    let max = policy.max_share * policy.period;
+    let mut want_paused =
+        until <= next.share * policy.period + policy.tick / 2.0 + 1e-9 && until <= max + 1e-9;
+    // A late decision (a slow collection) must not stretch a pause across periods, nor start
+    // one before recovery had its part: bounds on the pause and on the gap themselves.
+    if next.paused {
+        if let Some(t) = next.paused_at {
+            want_paused &= now - t + policy.tick <= max + policy.tick / 2.0 + 1e-9;
+        }
+    } else if let Some(u) = next.unpaused_at {
+        want_paused &= now - u >= policy.period - max - policy.tick / 2.0 - 1e-9;
+    }
     let flags = match (next.paused, want_paused) {
         (false, true) => {
             next.paused = true;
@@ -241,7 +285,7 @@ mod tests {
     fn input(now: Time, p99_ms: f64) -> PauseInput {
         PauseInput {
             now,
-            p99: Some(p99_ms / 1000.0),
+            p99: (!p99_ms.is_nan()).then_some(p99_ms / 1000.0),
             bound: BOUND,
             at_risk: false,
             foreign_flags: false,
@@ -380,5 +424,62 @@ mod tests {
             .unwrap();
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<PauseState>(&json).unwrap(), s);
+    }
+
+    #[test]
+    fn late_decisions_never_stretch_a_pause_past_the_maximum_share() {
+        // 80% of 60 s decided every 15 s, but some decisions come 17 s late (slow collections).
+        let p = PausePolicy {
+            period: 60.0,
+            tick: 15.0,
+            start_share: 0.8,
+            ..PausePolicy::default()
+        };
+        let mut s = PauseState::start(&p, 0.0);
+        let mut t = 0.0;
+        let mut paused_for: f64 = 0.0;
+        let mut gap: f64 = f64::MAX;
+        let mut last_change = 0.0;
+        let mut was = false;
+        for i in 0..200 {
+            let step = pause_step(&p, &s, &input(t, 200.0));
+            let Some(n) = step.next else { break };
+            if n.paused != was {
+                if was {
+                    paused_for = paused_for.max(t - last_change);
+                } else if i > 0 {
+                    gap = gap.min(t - last_change);
+                }
+                last_change = t;
+                was = n.paused;
+            }
+            s = n;
+            t += if i % 3 == 2 { 32.0 } else { 15.0 };
+        }
+        // Paused at most one late tick past 48 s, and recovery always got a slice in between.
+        assert!(paused_for <= 48.0 + 17.0, "{paused_for}");
+        assert!(gap >= 15.0, "{gap}");
+    }
+
+    #[test]
+    fn no_writes_give_recovery_its_time_back() {
+        let (_, state, notes) = run(&pp(), 300, |_| f64::NAN);
+        assert!(state.is_none(), "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("pause no longer needed")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn the_planned_pause_is_rounded_to_ticks() {
+        let p = PausePolicy {
+            period: 60.0,
+            tick: 15.0,
+            ..PausePolicy::default()
+        };
+        assert_eq!(p.planned(0.3), 15.0);
+        assert_eq!(p.planned(0.8), 45.0);
+        assert_eq!(p.planned(0.1), 0.0);
     }
 }

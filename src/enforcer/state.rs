@@ -256,11 +256,9 @@ impl EnforcerState {
             && self.overridden == other.overridden
             && self.learned == other.learned
             && self.recovery_ended_at == other.recovery_ended_at
+            && self.recovery_active == other.recovery_active
             && self.flags_set == other.flags_set
-            && self.ladder.rung == other.ladder.rung
-            && self.ladder.step == other.ladder.step
-            && self.ladder.pause.as_ref().map(|p| (p.paused, p.share))
-                == other.ladder.pause.as_ref().map(|p| (p.paused, p.share))
+            && self.ladder == other.ladder
     }
 }
 

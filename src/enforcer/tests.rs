@@ -298,7 +298,9 @@ fn b5_an_unset_original_is_restored_with_config_rm() {
 
 #[test]
 fn b5_recovery_resuming_during_settle_cancels_the_restore() {
-    let mut sim = Sim::new(policy());
+    let mut p = policy();
+    p.ladder.max_rung = 1;
+    let mut sim = Sim::new(p);
     sim.run(&recovering(50.0), 16 * 60);
     sim.run(&finished(), 2 * 60);
     let actions = sim.run(&recovering(50.0), 10 * 60);

@@ -182,6 +182,19 @@ pub async fn restore<C: Client>(
     }
 }
 
+/// The OSD map flags set now (`ceph osd dump`), e.g. nobackfill, norecover, noout.
+pub async fn osd_flags<C: Client>(
+    client: &C,
+) -> Result<std::collections::BTreeSet<String>, TuningError> {
+    let out = run(client, &["osd", "dump"]).await?;
+    parsed("osd dump", parse::osd_dump::flags(&out))
+}
+
+/// `ceph osd unset FLAG`.
+pub async fn unset_flag<C: Client>(client: &C, flag: &str) -> Result<(), TuningError> {
+    run(client, &["osd", "unset", flag]).await.map(|_| ())
+}
+
 /// Object copies per OSD (`ceph pg ls`: each PG's objects count once on every OSD of its up
 /// set), sorted fullest first: what one failed OSD would leave to recover.
 pub async fn object_copies_per_osd<C: Client>(

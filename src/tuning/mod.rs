@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod cluster;
+pub mod experiment;
 pub mod judge;
 pub mod knowledge;
 pub mod lint;

@@ -111,6 +111,17 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
             r#"{"prefix":"config set","var":"osd_mclock_scheduler_background_recovery_lim","val":["300"],"format":"json"}"#,
         ),
         (
+            // `ceph --verbose tell osd.0 config unset ...` on 16.2.15.
+            &[
+                "tell",
+                "osd.*",
+                "config",
+                "unset",
+                "osd_mclock_scheduler_background_recovery_lim",
+            ],
+            r#"{"prefix":"config unset","var":"osd_mclock_scheduler_background_recovery_lim","format":"json"}"#,
+        ),
+        (
             &["tell", "osd.*", "perf", "dump", "osd", "op_w"],
             r#"{"prefix":"perf dump","logger":"osd","counter":"op_w","format":"json"}"#,
         ),

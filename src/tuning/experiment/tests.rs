@@ -1,0 +1,1081 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::*;
+use crate::ceph::{CephCommand, CephError, Output};
+use crate::tuning::fake_cluster::fio_json;
+use crate::tuning::measure::RecordedProgress;
+
+// ---------------------------------------------------------------------------------------------
+// A small lab: a recovery that moves objects at a rate set by the profile running when it
+// started, fio whose p99 follows what ran during it, and an enforcer child that answers the
+// way `serve` does. Answers have the shapes recorded from the real lab (`tests/fixtures/lab/`).
+
+/// Objects left = total - rate x (now - from), from `from` on.
+#[derive(Debug, Clone, Copy)]
+struct Moving {
+    total: f64,
+    rate: f64,
+    from: Instant,
+}
+
+#[derive(Debug)]
+struct LabState {
+    /// The config database's `osd` section.
+    db: BTreeMap<String, String>,
+    op_queue: &'static str,
+    flags: BTreeSet<String>,
+    moving: Option<Moving>,
+    /// The recovery never moves an object.
+    stuck: bool,
+    /// PGs show undersized while data moves.
+    undersized: bool,
+    recovery_starts: Vec<Instant>,
+    /// Everything done to the lab, in order.
+    calls: Vec<String>,
+    fio_dies_after: Option<Duration>,
+    enforcer_running: bool,
+    enforcer_exits_after: Option<Duration>,
+    /// The enforcer sets nobackfill at start and does not clear it on SIGTERM (as if killed).
+    enforcer_leaves_flag: bool,
+    /// What its state file says it has not restored; it sets these at start.
+    enforcer_unrestored: BTreeMap<String, Option<String>>,
+    enforcer_never_idle: bool,
+}
+
+#[derive(Clone)]
+struct Lab(Arc<Mutex<LabState>>);
+
+impl Lab {
+    fn new() -> Self {
+        Lab(Arc::new(Mutex::new(LabState {
+            db: BTreeMap::new(),
+            op_queue: "mclock_scheduler",
+            flags: [
+                "sortbitwise",
+                "recovery_deletes",
+                "purged_snapdirs",
+                "pglog_hardlimit",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            moving: None,
+            stuck: false,
+            undersized: false,
+            recovery_starts: Vec::new(),
+            calls: Vec::new(),
+            fio_dies_after: None,
+            enforcer_running: false,
+            enforcer_exits_after: None,
+            enforcer_leaves_flag: false,
+            enforcer_unrestored: BTreeMap::new(),
+            enforcer_never_idle: false,
+        })))
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut LabState) -> T) -> T {
+        f(&mut self.0.lock().unwrap())
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.with(|s| s.calls.clone())
+    }
+
+    /// What changed the cluster or ran a command, in order.
+    fn actions(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| {
+                c.starts_with("config set")
+                    || c.starts_with("config rm")
+                    || c.starts_with("osd unset")
+                    || c.starts_with("run ")
+                    || c.starts_with("enforcer ")
+            })
+            .collect()
+    }
+}
+
+impl LabState {
+    fn profile(&self) -> String {
+        self.db
+            .get("osd_mclock_profile")
+            .cloned()
+            .unwrap_or_else(|| "high_client_ops".into())
+    }
+
+    fn left(&self) -> u64 {
+        match self.moving {
+            Some(m) => (m.total - m.rate * m.from.elapsed().as_secs_f64()).max(0.0) as u64,
+            None => 0,
+        }
+    }
+
+    fn start_recovery(&mut self, total: f64) {
+        let rate = if self.stuck {
+            0.0
+        } else if self.enforcer_running {
+            40.0
+        } else {
+            match self.profile().as_str() {
+                "balanced" => 100.0,
+                "high_recovery_ops" => 200.0,
+                _ => 50.0,
+            }
+        };
+        self.moving = Some(Moving {
+            total,
+            rate,
+            from: Instant::now(),
+        });
+    }
+
+    fn status(&self) -> String {
+        let left = self.left();
+        let states = if left > 0 {
+            let moving = if self.undersized {
+                "active+recovering+undersized+remapped"
+            } else {
+                "active+remapped+backfilling"
+            };
+            format!(
+                r#"[{{"state_name":"active+clean","count":29}},{{"state_name":"{moving}","count":4}}]"#
+            )
+        } else {
+            r#"[{"state_name":"active+clean","count":33}]"#.to_string()
+        };
+        let misplaced = if left > 0 {
+            format!(r#","misplaced_objects":{left},"misplaced_total":62301"#)
+        } else {
+            String::new()
+        };
+        format!(
+            r#"{{"fsid":"cc499af0-c00b-49b3-8cd7-28247467b587","health":{{"status":"HEALTH_OK"}},"pgmap":{{"pgs_by_state":{states},"num_pgs":33,"num_objects":20770{misplaced}}}}}"#
+        )
+    }
+
+    fn answer(&mut self, args: &[&str]) -> Result<String, (i32, String)> {
+        match args {
+            ["status"] => Ok(format!("\n{}\n", self.status())),
+            ["osd", "dump"] => Ok(format!(
+                "\n{{\"epoch\":298,\"flags\":\"{}\",\"pools\":[]}}",
+                self.flags.iter().cloned().collect::<Vec<_>>().join(",")
+            )),
+            ["osd", "unset", flag] => {
+                self.flags.remove(*flag);
+                Ok(String::new())
+            }
+            ["config", "dump"] => Ok(serde_json::to_string(
+                &self
+                    .db
+                    .iter()
+                    .map(|(k, v)| serde_json::json!({"section":"osd","name":k,"value":v,"level":"advanced","can_update_at_runtime":true,"mask":""}))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap()),
+            ["config", "set", "osd", key, value] => {
+                self.db.insert(key.to_string(), value.to_string());
+                Ok("\n".into())
+            }
+            ["config", "rm", "osd", key] => {
+                self.db.remove(*key);
+                Ok(String::new())
+            }
+            ["tell", "osd.*", "config", "get", key] => {
+                let v = match *key {
+                    "osd_op_queue" => self.op_queue.to_string(),
+                    "osd_mclock_profile" => self.profile(),
+                    _ => return Err((22, "Error EINVAL: unrecognized config option".into())),
+                };
+                Ok((0..4)
+                    .map(|i| format!("\nosd.{i}: {{\"{key}\":\"{v}\"}}\n"))
+                    .collect())
+            }
+            _ => Err((22, format!("unexpected command {args:?}"))),
+        }
+    }
+}
+
+impl crate::ceph::Client for Lab {
+    async fn run(&self, command: &CephCommand) -> Result<Output, CephError> {
+        let mut state = self.0.lock().unwrap();
+        state.calls.push(command.args.join(" "));
+        let args: Vec<&str> = command.args.iter().map(String::as_str).collect();
+        let (stdout, stderr, code) = match state.answer(&args) {
+            Ok(out) => (out.into_bytes(), String::new(), 0),
+            Err((code, err)) => (Vec::new(), err, code),
+        };
+        Ok(Output {
+            stdout,
+            stderr,
+            code: Some(code),
+            elapsed: Duration::from_millis(300),
+        })
+    }
+}
+
+struct FakeFio {
+    lab: Lab,
+    started: Instant,
+}
+
+impl RunningFio for FakeFio {
+    fn ended(&mut self) -> Option<String> {
+        let dies = self.lab.with(|s| s.fio_dies_after);
+        dies.filter(|d| self.started.elapsed() >= *d)
+            .map(|_| "exit status: 1".to_string())
+    }
+
+    async fn stop(self) -> Result<String, String> {
+        self.lab.with(|s| {
+            s.calls.push("fio stopped".into());
+            let recovered = s.recovery_starts.iter().any(|t| *t >= self.started);
+            let p99_ms = if !recovered {
+                16.0
+            } else if s.enforcer_running {
+                30.0
+            } else {
+                match s.profile().as_str() {
+                    "balanced" => 38.0,
+                    "high_recovery_ops" => 71.0,
+                    _ => 64.0,
+                }
+            };
+            Ok(format!(
+                "\nfio: terminating on signal 2\n{}",
+                fio_json(p99_ms)
+            ))
+        })
+    }
+}
+
+struct FakeEnforcer {
+    lab: Lab,
+    started: Instant,
+}
+
+impl RunningEnforcer for FakeEnforcer {
+    async fn get(&self, path: &str) -> Result<String, String> {
+        self.lab.with(|s| {
+            let busy = s.left() > 0;
+            match path {
+                "/metrics" => Ok(format!(
+                    "# HELP ceph_recovery_budget_ladder_rung Escalation ladder rung.\n# TYPE ceph_recovery_budget_ladder_rung gauge\nceph_recovery_budget_ladder_rung {}\nceph_recovery_budget_paused {}\nceph_recovery_budget_paused_seconds 95\n",
+                    if busy { 3 } else { 0 },
+                    u8::from(busy)
+                )),
+                "/api/status" => Ok(format!(
+                    r#"{{"version":"0.1.0","enforcer":{{"mode":"enforce","phase":"{}"}}}}"#,
+                    if busy {
+                        "throttled"
+                    } else if s.enforcer_never_idle {
+                        "settling"
+                    } else {
+                        "idle"
+                    }
+                )),
+                "/decisions?limit=1000" => Ok(r#"[
+                    {"time":1796071000.0,"mode":"enforce","event":"RESTORE","performed":true,"message":"recovery finished: osd_mclock_profile back to high_client_ops"},
+                    {"time":1796070934.0,"mode":"enforce","event":"THROTTLE","performed":true,"message":"p99 64 ms above the bound of 32 ms for 4s"}]"#
+                    .to_string()),
+                other => Err(format!("{other} answered 404")),
+            }
+        })
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        let after = self.lab.with(|s| s.enforcer_exits_after);
+        after.filter(|d| self.started.elapsed() >= *d).map(|_| {
+            "exit status: 2; its last words: error: unexpected argument '--enforcer.ladder-settle' found".to_string()
+        })
+    }
+
+    async fn stop(self) -> EnforcerEnd {
+        self.lab.with(|s| {
+            s.calls.push("enforcer SIGTERM".into());
+            s.enforcer_running = false;
+            if !s.enforcer_leaves_flag {
+                s.flags.remove("nobackfill");
+            }
+            EnforcerEnd {
+                problem: None,
+                unrestored: s.enforcer_unrestored.clone(),
+            }
+        })
+    }
+}
+
+struct FakeProcesses(Lab);
+
+impl Processes for FakeProcesses {
+    type Fio = FakeFio;
+    type Enforcer = FakeEnforcer;
+
+    async fn run(&self, argv: &[String]) -> Result<String, String> {
+        self.0.with(|s| {
+            s.calls.push(format!("run {}", argv.join(" ")));
+            match argv.first().map(String::as_str) {
+                Some("start-recovery") => {
+                    s.recovery_starts.push(Instant::now());
+                    s.start_recovery(6000.0);
+                    Ok(String::new())
+                }
+                // Reweighting back is a second, faster rebalance.
+                Some("stop-recovery") => {
+                    s.moving = Some(Moving {
+                        total: 3000.0,
+                        rate: 300.0,
+                        from: Instant::now(),
+                    });
+                    Ok(String::new())
+                }
+                _ => Err(format!("`{}` failed (exit status: 127)", argv.join(" "))),
+            }
+        })
+    }
+
+    fn start_fio(&self, argv: &[String]) -> Result<FakeFio, String> {
+        self.0
+            .with(|s| s.calls.push(format!("fio started: {}", argv.join(" "))));
+        Ok(FakeFio {
+            lab: self.0.clone(),
+            started: Instant::now(),
+        })
+    }
+
+    fn start_enforcer(&self, baseline: f64, multiplier: f64) -> Result<FakeEnforcer, String> {
+        self.0.with(|s| {
+            s.calls.push(format!(
+                "enforcer start --enforcer.baseline {} --enforcer.multiplier {multiplier}",
+                baseline_arg(baseline)
+            ));
+            s.enforcer_running = true;
+            if s.enforcer_leaves_flag {
+                s.flags.insert("nobackfill".into());
+            }
+            for k in s.enforcer_unrestored.keys().cloned().collect::<Vec<_>>() {
+                s.db.insert(k, "100".into());
+            }
+        });
+        Ok(FakeEnforcer {
+            lab: self.0.clone(),
+            started: Instant::now(),
+        })
+    }
+}
+
+fn plan(rows: &str) -> ExperimentPlan {
+    ExperimentPlan {
+        fio: vec!["fio-json".into(), "100000".into()],
+        start_recovery: Some(vec!["start-recovery".into()]),
+        stop_recovery: Some(vec!["stop-recovery".into()]),
+        rows: parse_rows(rows).unwrap(),
+        baseline_window: Duration::from_secs(60),
+        multiplier: 2.0,
+        max_recovery: Duration::from_secs(20 * 60),
+        poll_every: Duration::from_secs(3),
+        enforcer_ready_within: Duration::from_secs(30),
+        enforcer_idle_within: Duration::from_secs(120),
+        metrics_path: "/metrics".into(),
+    }
+}
+
+async fn run(
+    lab: &Lab,
+    plan: &ExperimentPlan,
+    cancel_after: Option<u64>,
+) -> (Result<ExperimentResult, TuningError>, Vec<String>) {
+    let (tx, mut cancel) = watch::channel(false);
+    if let Some(secs) = cancel_after {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            let _ = tx.send(true);
+        });
+    } else {
+        std::mem::forget(tx);
+    }
+    let mut progress = RecordedProgress::default();
+    let r = experiment(
+        lab,
+        &FakeProcesses(lab.clone()),
+        plan,
+        &mut progress,
+        &mut cancel,
+    )
+    .await;
+    (r, progress.lines)
+}
+
+fn p99s(r: &ExperimentResult) -> Vec<Option<f64>> {
+    r.rows.iter().map(|r| r.p99_seconds).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The orchestration.
+
+#[tokio::test(start_paused = true)]
+async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
+    let lab = Lab::new();
+    lab.with(|s| {
+        s.db.insert("osd_mclock_profile".into(), "high_client_ops".into());
+    });
+    let (r, lines) = run(&lab, &plan(DEFAULT_ROWS), None).await;
+    let r = r.unwrap();
+    assert!(r.complete, "{r:#?}");
+    assert_eq!(r.exit_code(), 0);
+    assert_eq!(
+        r.rows.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
+        vec![
+            "no recovery",
+            "balanced",
+            "high_client_ops",
+            "high_recovery_ops",
+            "enforced (2x)"
+        ]
+    );
+    assert_eq!(
+        p99s(&r),
+        vec![
+            Some(0.016),
+            Some(0.038),
+            Some(0.064),
+            Some(0.071),
+            Some(0.030)
+        ]
+    );
+    assert_eq!(r.baseline_p99_seconds, Some(0.016));
+    assert_eq!(r.bound_seconds, Some(0.032));
+    assert_eq!(
+        r.rows.iter().map(|r| r.within_bound).collect::<Vec<_>>(),
+        vec![
+            Some(true),
+            Some(false),
+            Some(false),
+            Some(false),
+            Some(true)
+        ]
+    );
+    // 6000 objects at 100, 50, 200 and (throttled) 40 obj/s, polled every 3 s.
+    assert_eq!(
+        r.rows
+            .iter()
+            .map(|r| (r.recovery_seconds, r.objects_per_second))
+            .collect::<Vec<_>>(),
+        vec![
+            (None, None),
+            (Some(60.0), Some(100.0)),
+            (Some(120.0), Some(50.0)),
+            (Some(30.0), Some(200.0)),
+            (Some(150.0), Some(40.0))
+        ]
+    );
+    assert!(r.rows.iter().all(|r| r.incomplete.is_none()));
+    assert_eq!(
+        lab.actions(),
+        vec![
+            "config set osd osd_mclock_profile balanced",
+            "run start-recovery",
+            "run stop-recovery",
+            "config set osd osd_mclock_profile high_client_ops",
+            "run start-recovery",
+            "run stop-recovery",
+            "config set osd osd_mclock_profile high_recovery_ops",
+            "run start-recovery",
+            "run stop-recovery",
+            // The enforcer starts from the profile found.
+            "config set osd osd_mclock_profile high_client_ops",
+            "enforcer start --enforcer.baseline 16ms --enforcer.multiplier 2",
+            "run start-recovery",
+            "enforcer SIGTERM",
+            "run stop-recovery",
+            "config set osd osd_mclock_profile high_client_ops",
+        ]
+    );
+    // fio runs for each row and is stopped each time.
+    let calls = lab.calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.starts_with("fio started"))
+            .count(),
+        5
+    );
+    assert_eq!(calls.iter().filter(|c| *c == "fio stopped").count(), 5);
+    assert_eq!(
+        lab.with(|s| s.db.get("osd_mclock_profile").cloned()),
+        Some("high_client_ops".into())
+    );
+    let e = r.enforcer.as_ref().unwrap();
+    assert_eq!(e.top_rung, 3);
+    assert_eq!(e.paused_seconds, Some(95.0));
+    assert!(e.idle_after_recovery);
+    // Oldest first.
+    assert_eq!(r.decisions.len(), 2);
+    assert_eq!(r.decisions[0]["event"], "THROTTLE");
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n == "enforced (2x): ladder reached rung 3 (pause), paused 1m35s in total; decisions below"),
+        "{:#?}", r.notes);
+    assert!(r.not_restored.is_empty());
+    assert_eq!(
+        r.restored,
+        vec!["osd_mclock_profile: high_client_ops (set in the config database)"]
+    );
+
+    let text = render(&r);
+    // The columns line up under the longest label.
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("row                p50"), "{text}");
+    assert!(
+        text.contains("high_recovery_ops  23.7 ms  47.3 ms  71.0 ms  4.4x          no         30s            200 obj/s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("enforced (2x)      10.0 ms  20.0 ms  30.0 ms  1.9x          yes        2m30s          40 obj/s"),
+        "{text}"
+    );
+    assert!(text.contains("baseline: p99 16.0 ms without recovery; bound: p99 32.0 ms (2x)"));
+    assert!(text.contains("decisions of the enforced row (2, oldest first):"));
+    let throttle = text.find("THROTTLE").unwrap();
+    let restore = text.find("RESTORE ").unwrap();
+    assert!(throttle < restore, "{text}");
+    assert!(
+        text.contains("  20:35:34 THROTTLE  p99 64 ms above the bound"),
+        "{text}"
+    );
+    // Progress says what row runs and how far the recovery is.
+    assert!(lines.iter().any(|l| l == "say: row 2/5: balanced"));
+    assert!(
+        lines.iter().any(|l| l
+            .starts_with("balanced: recovering for 30s, 3000 objects degraded + misplaced left")),
+        "{lines:#?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("enforcer rung up to 3")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_row_that_times_out_is_incomplete_and_the_profile_goes_back_to_not_set() {
+    let lab = Lab::new();
+    lab.with(|s| s.stuck = true);
+    let mut p = plan("no-recovery,balanced,high_client_ops");
+    p.max_recovery = Duration::from_secs(300);
+    let (r, _) = run(&lab, &p, None).await;
+    let r = r.unwrap();
+    assert!(!r.complete);
+    assert_eq!(r.exit_code(), 1);
+    // The rows measured so far, the timed-out one with its fio numbers.
+    assert_eq!(r.rows.len(), 2);
+    let why = r.rows[1].incomplete.as_deref().unwrap();
+    assert!(
+        why.contains("did not finish within 5m0s (--max-recovery): 6000 objects"),
+        "{why}"
+    );
+    assert_eq!(r.rows[1].p99_seconds, Some(0.038));
+    assert_eq!(r.rows[1].recovery_seconds, None);
+    assert_eq!(
+        lab.actions(),
+        vec![
+            "config set osd osd_mclock_profile balanced",
+            "run start-recovery",
+            "run stop-recovery",
+            "config rm osd osd_mclock_profile",
+        ]
+    );
+    assert!(!lab.with(|s| s.db.contains_key("osd_mclock_profile")));
+    assert!(r.restored[0].starts_with("recovery stopped (stop-recovery)"));
+    assert_eq!(
+        r.restored[1],
+        "osd_mclock_profile: not set in the config database (the OSDs ran high_client_ops)"
+    );
+    let text = render(&r);
+    assert!(
+        text.contains("balanced: incomplete: the recovery did not finish"),
+        "{text}"
+    );
+    assert!(text.contains("incomplete: not every row was measured"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("balanced ") && l.contains(" incomplete ") && l.ends_with('-')),
+        "{text}"
+    );
+    assert!(
+        !text.contains("note: incomplete"),
+        "said once, in the row's line: {text}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_during_a_row_restores_first_and_exits_130() {
+    let lab = Lab::new();
+    // Baseline 0-60 s; balanced 60-120 s, back to clean at ~132 s; high_client_ops from then.
+    let (r, lines) = run(&lab, &plan(DEFAULT_ROWS), Some(150)).await;
+    let r = r.unwrap();
+    assert!(r.interrupted && !r.complete);
+    assert_eq!(r.exit_code(), 130);
+    assert_eq!(r.rows.len(), 3, "{r:#?}");
+    let why = r.rows[2].incomplete.as_deref().unwrap();
+    assert!(
+        why.starts_with("interrupted (Ctrl-C or a signal) after"),
+        "{why}"
+    );
+    let actions = lab.actions();
+    assert_eq!(
+        &actions[actions.len() - 3..],
+        [
+            "run start-recovery",
+            "run stop-recovery",
+            "config rm osd osd_mclock_profile"
+        ]
+    );
+    assert_eq!(lab.calls().last().map(String::as_str), Some("osd dump"));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("say: restored: recovery stopped")));
+    assert!(render(&r).contains("interrupted: the rows above"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_the_enforcer_leaves_behind_is_cleared_and_restored() {
+    let lab = Lab::new();
+    lab.with(|s| {
+        s.enforcer_leaves_flag = true;
+        s.enforcer_never_idle = true;
+        s.enforcer_unrestored
+            .insert("osd_mclock_scheduler_background_recovery_lim".into(), None);
+    });
+    let (r, _) = run(&lab, &plan("no-recovery,enforced"), None).await;
+    let r = r.unwrap();
+    assert!(r.complete, "{r:#?}");
+    assert_eq!(r.exit_code(), 0);
+    assert_eq!(
+        lab.actions(),
+        vec![
+            "config rm osd osd_mclock_profile",
+            "enforcer start --enforcer.baseline 16ms --enforcer.multiplier 2",
+            "run start-recovery",
+            "enforcer SIGTERM",
+            // Before the clean-up rebalance, which the flag would hold back.
+            "osd unset nobackfill",
+            "run stop-recovery",
+            "config rm osd osd_mclock_profile",
+            "config rm osd osd_mclock_scheduler_background_recovery_lim",
+        ]
+    );
+    assert!(!lab.with(|s| s.flags.contains("nobackfill")));
+    assert!(lab.with(|s| s.db.is_empty()));
+    assert!(r.restored.iter().any(|l| l.starts_with("nobackfill unset")));
+    assert!(r.restored.iter().any(|l| l
+        == "osd_mclock_scheduler_background_recovery_lim: not set (the enforcer had changed it)"));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("was still settling 2m0s after the recovery finished")),
+        "{:#?}",
+        r.notes
+    );
+    assert!(!r.enforcer.as_ref().unwrap().idle_after_recovery);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_enforcer_that_exits_fails_the_row_with_its_last_words() {
+    let lab = Lab::new();
+    lab.with(|s| s.enforcer_exits_after = Some(Duration::from_secs(20)));
+    let (r, _) = run(&lab, &plan("no-recovery,enforced"), None).await;
+    let r = r.unwrap();
+    assert_eq!(r.exit_code(), 1);
+    let why = r.rows[1].incomplete.as_deref().unwrap();
+    assert!(
+        why.contains("the enforcer (serve) exited during the recovery")
+            && why.contains("unexpected argument '--enforcer.ladder-settle'"),
+        "{why}"
+    );
+    let actions = lab.actions();
+    assert!(actions.contains(&"enforcer SIGTERM".to_string()));
+    assert_eq!(
+        &actions[actions.len() - 2..],
+        ["run stop-recovery", "config rm osd osd_mclock_profile"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fio_that_ends_during_the_recovery_fails_the_row() {
+    let lab = Lab::new();
+    lab.with(|s| s.fio_dies_after = Some(Duration::from_secs(30)));
+    let mut p = plan("no-recovery,balanced");
+    p.baseline_window = Duration::from_secs(20);
+    let (r, _) = run(&lab, &p, None).await;
+    let r = r.unwrap();
+    assert_eq!(r.exit_code(), 1);
+    assert!(r.rows[0].incomplete.is_none());
+    let why = r.rows[1].incomplete.as_deref().unwrap();
+    assert!(
+        why.contains("fio ended on its own 30s into the recovery"),
+        "{why}"
+    );
+    assert!(!lab.with(|s| s.db.contains_key("osd_mclock_profile")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn undersized_pgs_during_a_row_are_said() {
+    let lab = Lab::new();
+    lab.with(|s| s.undersized = true);
+    let (r, _) = run(&lab, &plan("no-recovery,balanced"), None).await;
+    let r = r.unwrap();
+    assert!(r.complete);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("balanced: up to 4 PGs were undersized")),
+        "{:#?}",
+        r.notes
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn experiments_that_cannot_mean_anything_are_refused_before_any_change() {
+    // wpq: no profiles.
+    let lab = Lab::new();
+    lab.with(|s| s.op_queue = "wpq");
+    let e = run(&lab, &plan(DEFAULT_ROWS), None).await.0.unwrap_err();
+    assert!(matches!(e, TuningError::Refused(_)));
+    assert!(e.to_string().contains("osd_op_queue wpq"), "{e}");
+    assert!(lab.actions().is_empty());
+
+    // A recovery already running.
+    let lab = Lab::new();
+    lab.with(|s| s.start_recovery(5000.0));
+    let e = run(&lab, &plan(DEFAULT_ROWS), None).await.0.unwrap_err();
+    assert!(e.to_string().contains("a recovery is already running (0 degraded, 5000 misplaced objects, 4 PGs recovering or backfilling)"), "{e}");
+    assert!(lab.actions().is_empty());
+
+    // The pause flags set.
+    let lab = Lab::new();
+    lab.with(|s| {
+        s.flags.insert("nobackfill".into());
+        s.flags.insert("norecover".into());
+    });
+    let e = run(&lab, &plan(DEFAULT_ROWS), None).await.0.unwrap_err();
+    assert!(matches!(e, TuningError::Refused(_)));
+    assert!(
+        e.to_string()
+            .starts_with("nobackfill and norecover set (`ceph osd dump | grep flags`)"),
+        "{e}"
+    );
+    assert!(e
+        .to_string()
+        .contains("ceph osd unset nobackfill; ceph osd unset norecover"));
+    assert!(lab.actions().is_empty());
+    assert!(!lab.calls().iter().any(|c| c.starts_with("fio")));
+
+    // Recovery rows without the commands.
+    let lab = Lab::new();
+    let mut p = plan(DEFAULT_ROWS);
+    p.stop_recovery = None;
+    let e = run(&lab, &p, None).await.0.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--start-recovery and --stop-recovery"),
+        "{e}"
+    );
+    assert!(lab.calls().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_no_recovery_row_alone_needs_only_fio() {
+    let lab = Lab::new();
+    let mut p = plan("no-recovery");
+    p.start_recovery = None;
+    p.stop_recovery = None;
+    let (r, _) = run(&lab, &p, None).await;
+    let r = r.unwrap();
+    assert!(r.complete);
+    assert_eq!(r.exit_code(), 0);
+    assert_eq!(p99s(&r), vec![Some(0.016)]);
+    assert!(lab.actions().is_empty());
+    assert!(r.restored.is_empty());
+    assert!(!render(&r).contains("decisions"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pure parts.
+
+#[test]
+fn rows_parse_in_the_order_given_starting_with_no_recovery() {
+    assert_eq!(
+        parse_rows(DEFAULT_ROWS).unwrap(),
+        vec![
+            RowKind::NoRecovery,
+            RowKind::Profile("balanced"),
+            RowKind::Profile("high_client_ops"),
+            RowKind::Profile("high_recovery_ops"),
+            RowKind::Enforced
+        ]
+    );
+    assert_eq!(
+        parse_rows(" no-recovery, enforced ,").unwrap(),
+        vec![RowKind::NoRecovery, RowKind::Enforced]
+    );
+    let e = parse_rows("balanced,no-recovery").unwrap_err();
+    assert!(e.contains("must start with no-recovery"), "{e}");
+    let e = parse_rows("no-recovery,high_client").unwrap_err();
+    assert!(e.contains("unknown row \"high_client\""), "{e}");
+    let e = parse_rows("no-recovery,enforced,enforced").unwrap_err();
+    assert!(e.contains("enforced is given twice"), "{e}");
+    assert!(parse_rows("").is_err());
+}
+
+#[test]
+fn a_row_is_within_the_bound_up_to_multiplier_times_the_baseline() {
+    assert!(within_bound(0.091, 0.0455, 2.0));
+    assert!(!within_bound(0.0911, 0.0455, 2.0));
+    assert!(within_bound(0.030, 0.016, 2.0));
+}
+
+#[test]
+fn the_rate_is_the_peak_over_the_recovery_time() {
+    assert_eq!(recovery_rate(13_216, Duration::from_secs(112)), Some(118.0));
+    assert_eq!(recovery_rate(0, Duration::from_secs(112)), None);
+    assert_eq!(recovery_rate(100, Duration::ZERO), None);
+}
+
+#[test]
+fn recovery_and_cleanliness_from_real_status_outputs() {
+    use crate::ceph::parse::status::parse;
+    use crate::ceph::parse::test_support::fixture;
+    let rebalance = parse(&fixture("rebalance/ceph_status.json")).unwrap();
+    assert_eq!(pgs_moving(&rebalance), 13);
+    assert!(recovery_running(&rebalance) && !all_clean(&rebalance));
+    assert_eq!(undersized(&rebalance), 0);
+    let healthy = parse(&fixture("healthy-idle/ceph_status.json")).unwrap();
+    assert!(!recovery_running(&healthy) && all_clean(&healthy));
+    let under = parse(&fixture("undersized/ceph_status.json")).unwrap();
+    assert!(recovery_running(&under));
+    assert_eq!(undersized(&under), 19);
+    // Nothing left to move but PGs still peering: not clean yet.
+    let peering = parse(br#"{"pgmap":{"num_pgs":33,"pgs_by_state":[{"state_name":"active+clean","count":30},{"state_name":"peering","count":3}]}}"#).unwrap();
+    assert!(!recovery_running(&peering) && !all_clean(&peering));
+    let scrubbing = parse(br#"{"pgmap":{"num_pgs":33,"pgs_by_state":[{"state_name":"active+clean","count":32},{"state_name":"active+clean+scrubbing","count":1}]}}"#).unwrap();
+    assert!(all_clean(&scrubbing));
+}
+
+#[test]
+fn the_enforcers_metrics_are_read_by_exact_name() {
+    let text = "# HELP ceph_recovery_budget_paused 1 while paused.\n\
+# TYPE ceph_recovery_budget_paused gauge\n\
+ceph_recovery_budget_paused 1\n\
+ceph_recovery_budget_paused_seconds 95.5\n\
+ceph_recovery_budget_pause_flag_set{flag=\"nobackfill\"} 1\n\
+ceph_recovery_budget_ladder_rung 3\n";
+    assert_eq!(
+        metric_value(text, "ceph_recovery_budget_paused_seconds"),
+        Some(95.5)
+    );
+    assert_eq!(metric_value(text, "ceph_recovery_budget_paused"), Some(1.0));
+    assert_eq!(
+        metric_value(text, "ceph_recovery_budget_ladder_rung"),
+        Some(3.0)
+    );
+    assert_eq!(
+        metric_value(text, "ceph_recovery_budget_pause_flag_set"),
+        Some(1.0)
+    );
+    assert_eq!(metric_value(text, "ceph_recovery_budget_ladder"), None);
+    assert_eq!(metric_value("x NaN\n", "x").map(f64::is_nan), Some(true));
+    assert_eq!(metric_value("x soon\n", "x"), None);
+    assert_eq!(metric_value("", "x"), None);
+}
+
+#[test]
+fn the_enforcers_phase_comes_from_api_status() {
+    assert_eq!(
+        enforcer_phase(r#"{"health":"HEALTH_OK","enforcer":{"mode":"enforce","phase":"idle"}}"#)
+            .as_deref(),
+        Some("idle")
+    );
+    assert_eq!(enforcer_phase(r#"{"enforcer":null}"#), None);
+    assert_eq!(enforcer_phase("<html>"), None);
+    assert_eq!(
+        decisions_oldest_first(r#"[{"event":"B"},{"event":"A"}]"#).unwrap()[0]["event"],
+        "A"
+    );
+    assert!(decisions_oldest_first("{}").is_err());
+    assert!(decisions_oldest_first("the enforcer is off").is_err());
+}
+
+#[test]
+fn the_enforcer_child_gets_the_measured_baseline_and_the_connection() {
+    use crate::enforcer::policy::BaselineSpec;
+    assert_eq!(baseline_arg(0.0455), "45.5ms");
+    assert_eq!(baseline_arg(0.016), "16ms");
+    assert_eq!(baseline_arg(0.000_123_4), "0.123ms");
+    assert_eq!(baseline_arg(0.180_6), "180.6ms");
+    // What serve reads back is the measured p99, to the microsecond.
+    match baseline_arg(0.045_512_3).parse::<BaselineSpec>() {
+        Ok(BaselineSpec::Fixed(d)) => assert_eq!(d, Duration::from_micros(45_512)),
+        other => panic!("{other:?}"),
+    }
+    let rest: Vec<String> = serve_ceph_args(
+        "ceph",
+        Some("/tmp/ceph-lab/ceph.conf"),
+        None,
+        None,
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        rest,
+        [
+            "--ceph-cmd",
+            "ceph",
+            "--ceph-conf",
+            "/tmp/ceph-lab/ceph.conf",
+            "--ceph-timeout",
+            "30s"
+        ]
+    );
+    let argv = serve_argv(
+        "127.0.0.1:40123",
+        0.0455,
+        2.0,
+        Path::new("/tmp/x/enforcer-state.json"),
+        &rest,
+    );
+    assert_eq!(
+        argv.join(" "),
+        "serve --web.listen-address 127.0.0.1:40123 --enforcer.mode enforce --enforcer.baseline 45.5ms \
+--enforcer.multiplier 2 --enforcer.state-file /tmp/x/enforcer-state.json --ceph-cmd ceph \
+--ceph-conf /tmp/ceph-lab/ceph.conf --ceph-timeout 30s"
+    );
+}
+
+#[test]
+fn serve_args_may_not_set_what_the_experiment_sets() {
+    let words = |s: &str| shell_words::split(s).unwrap();
+    assert!(check_serve_args(&words(DEFAULT_SERVE_ARGS)).is_ok());
+    for bad in [
+        "--enforcer.mode observe",
+        "--enforcer.baseline=16ms",
+        "--web.listen-address :9939",
+        "--ceph-conf /etc/ceph/ceph.conf",
+        "--ceph-timeout 5s",
+    ] {
+        assert!(check_serve_args(&words(bad)).is_err(), "{bad}");
+    }
+    let e = check_serve_args(&words("--enforcer.multiplier 3")).unwrap_err();
+    assert!(e.contains("give --multiplier"), "{e}");
+    assert_eq!(telemetry_path(&words(DEFAULT_SERVE_ARGS)), "/metrics");
+    assert_eq!(telemetry_path(&words("--web.telemetry-path /m")), "/m");
+    assert_eq!(telemetry_path(&words("--web.telemetry-path=/x")), "/x");
+}
+
+#[test]
+fn a_row_from_fios_report_after_sigint() {
+    use crate::ceph::parse::test_support::fixture_str;
+    // A real fio 3.33 report of the lab, stopped with SIGINT ("fio: terminating on signal 2").
+    let report = fixture_str("fio/fio_during_rebalance.json");
+    let expected = crate::fio::parse(&report).unwrap().write.unwrap();
+    let watched = Watched {
+        peak: 6001,
+        finished_after: Some(Duration::from_secs(50)),
+        ..Watched::default()
+    };
+    let row = build_row(
+        RowKind::Profile("balanced"),
+        2.0,
+        Some(0.0455),
+        Ok(report),
+        Some(&watched),
+        None,
+    );
+    assert_eq!(row.p99_seconds, expected.latency_seconds.p99);
+    assert_eq!(row.p50_seconds, expected.latency_seconds.p50);
+    assert!(row.p99_over_baseline.is_some());
+    assert_eq!(row.recovery_seconds, Some(50.0));
+    assert_eq!(row.recovery_objects, Some(6001));
+    assert_eq!(row.objects_per_second, Some(120.02));
+    assert_eq!(row.incomplete, None);
+
+    // No report: the row says why, with no numbers.
+    let row = build_row(
+        RowKind::Enforced,
+        2.0,
+        Some(0.0455),
+        Err("`fio x` failed (exit status: 1): fio: pool rbd-vms does not exist".into()),
+        None,
+        None,
+    );
+    assert!(row
+        .incomplete
+        .as_deref()
+        .unwrap()
+        .contains("does not exist"));
+    assert_eq!(row.within_bound, None);
+    // A report without writes.
+    let read_only = fixture_str("fio/fio-2.x-rbd-randread-debug_ms-0.txt");
+    let row = build_row(RowKind::NoRecovery, 2.0, None, Ok(read_only), None, None);
+    assert!(
+        row.incomplete.as_deref().unwrap().contains("no write"),
+        "{row:?}"
+    );
+}
+
+#[test]
+fn decision_lines_read_well() {
+    let d = serde_json::json!({"time": 1796070934.2, "event": "PAUSE", "message": "p99 180 ms above\nthe bound"});
+    assert_eq!(
+        decision_line(&d),
+        "20:35:34 PAUSE     p99 180 ms above the bound"
+    );
+    assert_eq!(
+        decision_line(&serde_json::json!({"event": "NOTE"})),
+        "--:--:-- NOTE"
+    );
+}
+
+#[test]
+fn the_json_has_every_row_field() {
+    let r = ExperimentResult {
+        baseline_p99_seconds: Some(0.0455),
+        multiplier: 2.0,
+        bound_seconds: Some(0.091),
+        rows: vec![build_row(
+            RowKind::Profile("balanced"),
+            2.0,
+            Some(0.0455),
+            Err("fio did not start".into()),
+            None,
+            Some("fio did not start".into()),
+        )],
+        enforcer: None,
+        decisions: vec![],
+        notes: vec![],
+        restored: vec![],
+        not_restored: vec![],
+        complete: false,
+        interrupted: false,
+    };
+    let v = serde_json::to_value(&r).unwrap();
+    let row = &v["rows"][0];
+    for k in [
+        "row",
+        "label",
+        "p50_seconds",
+        "p95_seconds",
+        "p99_seconds",
+        "p99_over_baseline",
+        "within_bound",
+        "recovery_seconds",
+        "recovery_objects",
+        "objects_per_second",
+        "incomplete",
+    ] {
+        assert!(row.get(k).is_some(), "{k} missing in {row}");
+    }
+    assert_eq!(v["bound_seconds"], 0.091);
+    assert!(v.get("enforcer").is_none());
+}
