@@ -312,14 +312,11 @@ fn the_ladder_climbs_to_the_pause_and_leaves_no_flag_behind_on_a_real_cluster() 
     );
     lab(&["rebalance-start"]);
     // Rung 2: the custom profile, its recovery limit running in the OSDs (pushed with tell).
+    // (If it makes p99 worse it is taken back on the way to the pause: not asserted after.)
     wait_until(Duration::from_secs(180), "rung 2 running", || {
         running_profile(0) == "custom"
             && running_value(0, "osd_mclock_scheduler_background_recovery_lim") == "300"
     });
-    assert_eq!(
-        configured("osd_mclock_scheduler_background_recovery_lim").as_deref(),
-        Some("300")
-    );
     // Rung 3: the pause flags, set by the enforcer and listed in its state file first.
     wait_until(Duration::from_secs(120), "nobackfill+norecover set", || {
         let f = osd_flags();

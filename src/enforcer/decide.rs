@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::ladder;
 use super::observation::{Observation, OpQueue};
-use super::pause::PAUSE_FLAGS;
+use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy, SuspendWhen};
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Retry, Time};
 use super::{fmt_ms, fmt_secs};
@@ -659,6 +659,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                             next.phase = Phase::Breached;
                             match throttle_values(policy, obs) {
                                 Some(values) => {
+                                    next.ladder.entered_p99 = Some(p99);
                                     want = Some(Want::new(
                                         ActionKind::Throttle,
                                         changes_to(&values, obs),
@@ -940,6 +941,12 @@ pub fn apply_outcome(
                     state.ladder.since = now;
                     state.ladder.below_since = None;
                     state.ladder.top = state.ladder.top.max(rung);
+                    // Onto the pause together with a config change (a limit taken back).
+                    if rung >= 3 && state.ladder.pause.is_none() {
+                        let mut ps = PauseState::start(&policy.ladder.pause, now);
+                        ps.paused_total = state.ladder.paused_seconds;
+                        state.ladder.pause = Some(ps);
+                    }
                     state.phase = if kind == ActionKind::Throttle {
                         Phase::Throttled
                     } else {

@@ -503,3 +503,46 @@ fn mixed_or_unknown_op_queues_do_not_jump_to_the_pause() {
     assert!(sim.state.ladder.pause.is_none());
     assert!(sim.state.ladder.rung <= 1);
 }
+
+#[test]
+fn a_recovery_limit_that_made_p99_worse_is_taken_back_on_the_way_to_the_pause() {
+    let mut p = policy();
+    p.ladder.recovery_limits = vec![100];
+    let mut sim = Sim::new(p);
+    // Rung 1 leaves 328 ms; rung 2 (the custom limit) makes it 810 ms, as on the lab.
+    sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    let actions = sim.run(&recovering(810.0), 5 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Escalate]);
+    let back: Vec<(&str, Option<&str>)> = actions[0]
+        .changes
+        .iter()
+        .map(|c| (c.key.as_str(), c.to.as_deref()))
+        .collect();
+    assert_eq!(
+        back,
+        vec![
+            (MCLOCK_PROFILE_KEY, Some("high_client_ops")),
+            (MCLOCK_RECOVERY_LIM, None),
+            (MCLOCK_RECOVERY_RES, None),
+        ]
+    );
+    assert!(
+        actions[0].reason.starts_with("rung 2 (custom profile, recovery limit 100 IOPS per OSD) made client p99 write worse (810 ms after 5m0s, 328 ms when it was set; bound 32.0 ms): taken back; escalating to rung 3"),
+        "{}",
+        actions[0].reason
+    );
+    assert_eq!(sim.state.ladder.rung, 3);
+    assert!(sim.state.ladder.pause.is_some());
+    assert!(sim.state.ladder.limit_hurt);
+    // The pause runs; when it is over the ladder is back on rung 1 and does not try the limit
+    // again in this recovery.
+    sim.run(&recovering(10.0), 10 * 60);
+    assert_eq!(sim.state.ladder.rung, 1);
+    let again = sim.run(&recovering(328.0), 6 * 60);
+    assert!(
+        again.iter().all(|a| a.kind != ActionKind::Escalate),
+        "{again:?}"
+    );
+    assert!(sim.state.ladder.pause.is_some(), "straight to the pause");
+}

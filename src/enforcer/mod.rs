@@ -118,6 +118,9 @@ pub struct Enforcer<A, K> {
     external_p99: Option<watch::Receiver<Option<ExternalP99>>>,
     /// The last cycle's observation, for the log lines of a pause ended between cycles.
     last_obs: Option<Observation>,
+    /// The pause share of the last PAUSE line in the decision log: each slice at the same
+    /// share is counted and logged at debug level only, so the log stays readable.
+    logged_share: Option<f64>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -148,6 +151,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             persist: true,
             external_p99: None,
             last_obs: None,
+            logged_share: None,
         }
     }
 
@@ -356,7 +360,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     )
                 };
                 let rec = self.flag_record(obs, event, msg, now);
-                self.log(&rec);
+                self.log_slice(&rec, want, share);
             }
             return;
         }
@@ -422,7 +426,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     r
                 }
             };
-            self.log(&rec);
+            self.log_slice(&rec, true, share);
         } else if !want && have {
             let mut errors = Vec::new();
             for f in self.state.flags_set.clone() {
@@ -467,7 +471,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 r.performed = false;
                 r
             };
-            self.log(&rec);
+            self.log_slice(&rec, false, share);
             let _ = self.persist("after unsetting the pause flags");
         }
     }
@@ -484,6 +488,31 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         let _ = self.persist("after ending a pause slice");
         if let Ok(mut v) = self.shared.lock() {
             v.update(&self.policy, &obs, &self.state, now);
+        }
+    }
+
+    /// A PAUSE/UNPAUSE line: in the decision log when something changed (a new share, the
+    /// pause over, a failure); otherwise counted and logged at debug level, one slice being
+    /// like the last.
+    fn log_slice(&mut self, rec: &DecisionRecord, paused: bool, share: f64) {
+        let notable = match rec.event.as_str() {
+            "PAUSE" => self.logged_share != Some(share),
+            "UNPAUSE" => self.state.ladder.pause.is_none(),
+            _ => true,
+        };
+        if notable {
+            self.log(rec);
+            if rec.event == "PAUSE" {
+                self.logged_share = Some(share);
+            }
+        } else {
+            tracing::debug!(target: "decision", "{}", rec.message);
+            if let Ok(mut v) = self.shared.lock() {
+                *v.decisions_total.entry(rec.event.clone()).or_insert(0) += 1;
+            }
+        }
+        if !paused && self.state.ladder.pause.is_none() {
+            self.logged_share = None;
         }
     }
 

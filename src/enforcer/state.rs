@@ -155,6 +155,11 @@ pub struct LadderState {
     pub paused_seconds: f64,
     /// Someone cleared the enforcer's pause flags by hand: no pause again in this recovery.
     pub no_pause: bool,
+    /// The p99 that made the enforcer enter the rung it holds (to see whether the rung made
+    /// things worse).
+    pub entered_p99: Option<f64>,
+    /// The recovery limit made p99 worse in this recovery: it was taken back, and is skipped.
+    pub limit_hurt: bool,
 }
 
 impl LadderState {
