@@ -745,3 +745,88 @@ fn tuning_cycle_on_a_real_cluster() {
     lab(&["wait-clean", "300"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
+    prepare_lab();
+    let dir = std::env::temp_dir().join(format!("crb-lab-experiment-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = repo().join("scripts/ceph-lab");
+    let fio = format!("{} fio-json 100000", script.display());
+    // A smaller rebalance than the README's run, so that CI spends minutes, not a quarter hour.
+    let start = format!("{} rebalance-start 3 0.6", script.display());
+    let stop = format!("{} rebalance-stop", script.display());
+    let out = crb(
+        &dir,
+        &[
+            "experiment",
+            "--fio-cmd",
+            &fio,
+            "--start-recovery",
+            &start,
+            "--stop-recovery",
+            &stop,
+            "--rows",
+            "no-recovery,high_client_ops,enforced",
+            "--baseline-window",
+            "15s",
+            "--max-recovery",
+            "15m",
+            "--serve-args",
+            "--collect.interval 2s --enforcer.for 4s --enforcer.latency-window 10s --enforcer.settle 5s --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle 10s --enforcer.pause-period 10s --enforcer.recovery-limits 100",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "every row completes");
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("experiment JSON");
+    let rows = result["rows"].as_array().expect("rows");
+    let labels: Vec<&str> = rows.iter().filter_map(|r| r["row"].as_str()).collect();
+    assert_eq!(labels, ["no-recovery", "high_client_ops", "enforced"]);
+    let baseline = result["baseline_p99_seconds"]
+        .as_f64()
+        .expect("baseline p99");
+    assert!(baseline > 0.0);
+    for r in &rows[1..] {
+        assert!(r["p99_seconds"].as_f64().is_some_and(|p| p > 0.0), "{r}");
+        assert!(
+            r["recovery_seconds"].as_f64().is_some_and(|s| s > 0.0),
+            "{r}"
+        );
+        assert!(
+            r["objects_per_second"].as_f64().is_some_and(|s| s > 0.0),
+            "{r}"
+        );
+        assert!(r["within_bound"].is_boolean(), "{r}");
+    }
+    // The enforcer acted during its row and had restored everything before it was stopped.
+    assert!(
+        result["enforcer"]["top_rung"].as_u64().unwrap_or(0) >= 1,
+        "{result}"
+    );
+    assert_eq!(result["enforcer"]["idle_after_recovery"], true, "{result}");
+    let events: Vec<&str> = result["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .filter_map(|d| d["event"].as_str())
+        .collect();
+    assert!(events.contains(&"THROTTLE"), "{events:?}");
+    // As found: no pause flag, no profile or limit in the config database, clean.
+    let flags = osd_flags();
+    assert!(
+        !flags.contains(&"nobackfill".to_string()) && !flags.contains(&"norecover".to_string()),
+        "{flags:?}"
+    );
+    for key in [
+        "osd_mclock_profile",
+        "osd_mclock_scheduler_background_recovery_lim",
+        "osd_mclock_scheduler_background_recovery_res",
+    ] {
+        assert_eq!(configured(key), None, "{key}");
+    }
+    lab(&["wait-clean", "600"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

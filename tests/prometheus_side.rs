@@ -501,6 +501,8 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
         "RecoveryBudgetCollectorDown",
         "RecoveryBudgetEnforcerHolding",
         "CephRecoveryStalled",
+        "RecoveryPausedByEnforcerTooLong",
+        "RecoveryPauseFlagStuck",
     ]
     .into_iter()
     .collect();

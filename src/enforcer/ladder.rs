@@ -322,7 +322,14 @@ pub(super) fn climb(
             return None;
         }
         next.ladder.entered_p99 = Some(p99);
-        match up(policy, q, l.rung, l.step, l.no_pause || reduced, l.limit_hurt) {
+        match up(
+            policy,
+            q,
+            l.rung,
+            l.step,
+            l.no_pause || reduced,
+            l.limit_hurt,
+        ) {
             None => {
                 if next.noted.insert(format!("top:{}:{}", l.rung, l.step)) {
                     let why = if l.no_pause {
