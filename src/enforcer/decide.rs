@@ -858,7 +858,9 @@ fn check_applied(
                     fmt_ms(p99),
                     fmt_ms(bound),
                     fmt_secs(age),
-                    if policy.ladder.max_rung >= 2 {
+                    if rung.starts_with("rung 3") {
+                        "the pause share follows p99 period by period".to_string()
+                    } else if policy.ladder.max_rung >= 2 {
                         format!(
                             "the ladder's next rung is tried once the rung held has had {}",
                             fmt_secs(policy.ladder.settle.as_secs_f64())
