@@ -108,6 +108,23 @@ impl Tail {
     }
 }
 
+/// A child in its own process group (a signal to the group reaches what a wrapper script
+/// started, e.g. fio under `scripts/ceph-lab`), killed if dropped, reading nothing.
+fn grouped<S: AsRef<std::ffi::OsStr>>(
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[S],
+    stdout: Stdio,
+) -> Command {
+    let mut c = Command::new(program);
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    c
+}
+
 impl Processes for RealProcesses {
     type Fio = RealFio;
     type Enforcer = RealEnforcer;
@@ -116,13 +133,7 @@ impl Processes for RealProcesses {
         let Some((program, args)) = argv.split_first() else {
             return Err("the command is empty".to_string());
         };
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
+        let child = grouped(program, args, Stdio::piped())
             .spawn()
             .map_err(|e| format!("could not start `{program}`: {e}"))?;
         let pid = child.id();
@@ -150,13 +161,7 @@ impl Processes for RealProcesses {
         let Some((program, args)) = argv.split_first() else {
             return Err("the fio command is empty".to_string());
         };
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
+        let mut child = grouped(program, args, Stdio::piped())
             .spawn()
             .map_err(|e| format!("could not start `{program}`: {e} (is fio installed?)"))?;
         let stdout = child.stdout.take().map(|mut out| {
@@ -200,13 +205,7 @@ impl Processes for RealProcesses {
             &state_file,
             &self.serve_rest,
         );
-        let mut child = Command::new(&self.exe)
-            .args(&argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
+        let mut child = grouped(&self.exe, &argv, Stdio::null())
             .spawn()
             .map_err(|e| format!("could not start {} serve: {e}", self.exe.display()))?;
         let tail = Tail::default();
