@@ -167,9 +167,7 @@ impl FakeActor {
 
 impl Actor for FakeActor {
     async fn set(&self, key: &str, value: &str) -> Result<(), String> {
-        if let Ok(mut c) = self.commands.lock() {
-            c.push(format!("config set osd {key} {value}"));
-        }
+        self.log(format!("config set osd {key} {value}"));
         if self.should_fail() {
             return Err("Error ETIMEDOUT: injected failure".into());
         }
@@ -186,9 +184,7 @@ impl Actor for FakeActor {
     }
 
     async fn rm(&self, key: &str) -> Result<(), String> {
-        if let Ok(mut c) = self.commands.lock() {
-            c.push(format!("config rm osd {key}"));
-        }
+        self.log(format!("config rm osd {key}"));
         if self.should_fail() {
             return Err("Error ETIMEDOUT: injected failure".into());
         }

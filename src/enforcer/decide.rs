@@ -565,19 +565,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                         )]);
                         let mut changes = changes_to(&values, obs);
                         // A recovery limit of rung 2 goes too: recovery first.
-                        for key in ladder::rung2_keys() {
-                            if state
-                                .applied
-                                .as_ref()
-                                .is_some_and(|a| a.values.contains_key(key))
-                            {
-                                changes.push(Change {
-                                    key: key.to_string(),
-                                    from: obs.configured.get(key).cloned().flatten(),
-                                    to: state.original.get(key).cloned().flatten(),
-                                });
-                            }
-                        }
+                        changes.extend(ladder::rung2_back(state, obs, &values));
                         want = Some(Want::new(
                             ActionKind::Suspend,
                             changes,

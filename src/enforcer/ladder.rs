@@ -478,16 +478,26 @@ pub(super) fn climb(
 fn down_to_rung1(policy: &Policy, state: &EnforcerState, obs: &Observation) -> Vec<Change> {
     let rung1 = super::decide::throttle_values(policy, obs).unwrap_or_default();
     let mut changes = changes_to(&rung1, obs);
-    if let Some(applied) = &state.applied {
-        for key in rung2_keys() {
-            if applied.values.contains_key(key) && !rung1.contains_key(key) {
-                changes.push(Change {
-                    key: key.to_string(),
-                    from: obs.configured.get(key).cloned().flatten(),
-                    to: state.original.get(key).cloned().flatten(),
-                });
-            }
-        }
-    }
+    changes.extend(rung2_back(state, obs, &rung1));
     changes
+}
+
+/// The rung-2 keys the enforcer holds (but those in `set`), each back to the operator's value.
+pub(super) fn rung2_back(
+    state: &EnforcerState,
+    obs: &Observation,
+    set: &BTreeMap<String, String>,
+) -> Vec<Change> {
+    let Some(applied) = &state.applied else {
+        return Vec::new();
+    };
+    rung2_keys()
+        .into_iter()
+        .filter(|key| applied.values.contains_key(*key) && !set.contains_key(*key))
+        .map(|key| Change {
+            key: key.to_string(),
+            from: obs.configured.get(key).cloned().flatten(),
+            to: state.original.get(key).cloned().flatten(),
+        })
+        .collect()
 }

@@ -324,20 +324,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         now: Time,
     ) -> DecisionRecord {
         DecisionRecord {
-            time: now,
-            mode: self.policy.mode.as_str(),
-            event: event.to_string(),
             performed: self.policy.mode == Mode::Enforce,
-            message,
-            changes: Vec::new(),
-            p99_seconds: obs.p99,
-            bound_seconds: obs.baseline.map(|b| b * self.policy.multiplier),
-            baseline_seconds: obs.baseline,
-            pgs_recovering: obs.pgs_recovering,
-            pgs_undersized: obs.undersized_pgs,
-            degraded_objects: obs.degraded_objects,
-            misplaced_objects: obs.misplaced_objects,
-            pools_at_min_size: obs.pools_at_min_size.clone(),
+            ..obs_record(&self.policy, obs, now, event, message)
         }
     }
 
@@ -811,12 +799,26 @@ fn lat_instant(snapshot: &Snapshot, mono: tokio::time::Instant) -> std::time::In
 
 fn decide_record(policy: &Policy, obs: &Observation, action: &Action, now: Time) -> DecisionRecord {
     DecisionRecord {
+        changes: action.changes.clone(),
+        ..obs_record(policy, obs, now, action.kind.as_str(), action.describe())
+    }
+}
+
+/// A line of the decision log with the cycle's numbers; not performed, no changes.
+fn obs_record(
+    policy: &Policy,
+    obs: &Observation,
+    now: Time,
+    event: &str,
+    message: String,
+) -> DecisionRecord {
+    DecisionRecord {
         time: now,
         mode: policy.mode.as_str(),
-        event: action.kind.as_str().to_string(),
+        event: event.to_string(),
         performed: false,
-        message: action.describe(),
-        changes: action.changes.clone(),
+        message,
+        changes: Vec::new(),
         p99_seconds: obs.p99,
         bound_seconds: obs.baseline.map(|b| b * policy.multiplier),
         baseline_seconds: obs.baseline,
