@@ -389,21 +389,61 @@ fn parse_levers(s: &str) -> Result<std::collections::BTreeMap<String, String>, S
         .collect()
 }
 
-/// A minimal HTTP/1.0 GET for `status` (plain http only: serve has no TLS).
+/// Where an `http://HOST[:PORT][/PREFIX]` URL points: the address to connect to, the Host header
+/// and the path prefix every request goes under (a Prometheus behind `--web.route-prefix` or a
+/// reverse proxy at `/prometheus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpTarget {
+    /// `host:port`, port 80 when the URL gives none.
+    pub connect: String,
+    /// The URL's authority as written (`host` or `host:port`).
+    pub host: String,
+    /// `""` for the root, else `/prefix` without a trailing slash.
+    pub prefix: String,
+}
+
+impl HttpTarget {
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            format!("{url:?}: expected http://HOST:PORT[/PREFIX] (https is not supported; put a local proxy in front)")
+        })?;
+        let (host, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if host.is_empty() || path.contains(['?', '#']) {
+            return Err(format!(
+                "{url:?}: expected http://HOST:PORT[/PREFIX], with no query or fragment"
+            ));
+        }
+        // A port is a colon after the host, outside the brackets of an IPv6 address.
+        let after_brackets = host.rsplit_once(']').map_or(host, |(_, tail)| tail);
+        let connect = if after_brackets.contains(':') {
+            host.to_string()
+        } else {
+            format!("{host}:80")
+        };
+        Ok(HttpTarget {
+            connect,
+            host: host.to_string(),
+            prefix: path.trim_end_matches('/').to_string(),
+        })
+    }
+}
+
+/// A minimal HTTP/1.0 GET of `path` under `url` (plain http: serve has no TLS, and Prometheus is
+/// usually reached on the cluster network). `url` may carry a path prefix.
 pub fn http_get(url: &str, path: &str) -> anyhow::Result<String> {
     use anyhow::Context;
     use std::io::{Read, Write};
-    let hostport = url
-        .strip_prefix("http://")
-        .with_context(|| format!("--url {url:?}: expected http://HOST:PORT"))?
-        .trim_end_matches('/');
-    let mut stream = std::net::TcpStream::connect(hostport).with_context(|| {
-        format!("cannot connect to {url}: is `ceph-recovery-budget serve` running there?")
-    })?;
+    let target = HttpTarget::parse(url).map_err(anyhow::Error::msg)?;
+    let mut stream = std::net::TcpStream::connect(&target.connect)
+        .with_context(|| format!("cannot connect to {url} ({})", target.connect))?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nAccept: application/json\r\n\r\n"
+        "GET {}{path} HTTP/1.0\r\nHost: {}\r\nAccept: application/json\r\n\r\n",
+        target.prefix, target.host
     )?;
     let mut buf = String::new();
     stream
@@ -498,7 +538,8 @@ pub struct ServeArgs {
     #[arg(long = "latency.source", value_name = "SOURCE")]
     pub latency_source: Option<crate::config::LatencySource>,
 
-    /// Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090
+    /// Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090 (a path
+    /// prefix is kept: http://mon1/prometheus behind a proxy or --web.route-prefix)
     #[arg(long = "prometheus.url", value_name = "URL")]
     pub prometheus_url: Option<String>,
 
@@ -743,6 +784,40 @@ impl ServeArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn http_urls_split_into_address_host_and_prefix() {
+        let t = |u: &str| HttpTarget::parse(u).map(|t| (t.connect, t.host, t.prefix));
+        let ok = |c: &str, h: &str, p: &str| Ok((c.to_string(), h.to_string(), p.to_string()));
+        assert_eq!(
+            t("http://prometheus:9090"),
+            ok("prometheus:9090", "prometheus:9090", "")
+        );
+        assert_eq!(
+            t("http://prometheus:9090/"),
+            ok("prometheus:9090", "prometheus:9090", "")
+        );
+        assert_eq!(
+            t("http://mon1/prometheus/"),
+            ok("mon1:80", "mon1", "/prometheus")
+        );
+        assert_eq!(
+            t("http://10.0.0.1:80/a/b"),
+            ok("10.0.0.1:80", "10.0.0.1:80", "/a/b")
+        );
+        assert_eq!(t("http://[::1]:9090"), ok("[::1]:9090", "[::1]:9090", ""));
+        assert_eq!(t("http://[::1]/p"), ok("[::1]:80", "[::1]", "/p"));
+        for bad in [
+            "https://prometheus:9090",
+            "prometheus:9090",
+            "http://",
+            "http:///prometheus",
+            "http://p:9090/x?y=1",
+        ] {
+            let e = HttpTarget::parse(bad).unwrap_err();
+            assert!(e.contains("expected http://HOST:PORT"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn clap_definition_is_consistent() {

@@ -661,8 +661,8 @@ impl Settings {
                 if url.is_empty() {
                     return Err(invalid(&source_origin, "latency source prometheus needs the Prometheus to ask: --prometheus.url http://prometheus:9090 (or prometheus.url in the file)"));
                 }
-                if !url.starts_with("http://") {
-                    return Err(invalid(&url_origin, format!("{url:?}: expected an http:// URL (https is not supported; put a local proxy in front)")));
+                if let Err(e) = crate::cli::HttpTarget::parse(&url) {
+                    return Err(invalid(&url_origin, e));
                 }
                 if policy.baseline == BaselineSpec::Learned && policy.mode != Mode::Off {
                     return Err(invalid(&source_origin, "with latency source prometheus this exporter collects no histograms to learn a baseline from: set --enforcer.baseline to a duration (e.g. 16ms) or fio:FILE"));
@@ -1052,6 +1052,55 @@ mod tests {
         assert_eq!(s.recovery_window, Duration::from_secs(300));
         assert_eq!(s.latency_window, Duration::from_secs(300));
         assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn latency_source_prometheus_checks_its_url_and_keeps_a_path_prefix() {
+        let flags = |url: Option<&str>| Overrides {
+            latency_source: Some(LatencySource::Prometheus),
+            prometheus_url: url.map(str::to_string),
+            enforcer: EnforcerOverrides {
+                baseline: Some(BaselineSpec::Fixed(Duration::from_millis(16))),
+                ..EnforcerOverrides::default()
+            },
+            ..Overrides::default()
+        };
+        let s = resolve("", &flags(Some("http://mon1:9090/prometheus/"))).unwrap();
+        let p = s.prometheus.unwrap();
+        assert_eq!(p.url, "http://mon1:9090/prometheus");
+        assert!(
+            p.query.starts_with("histogram_quantile(0.99"),
+            "{}",
+            p.query
+        );
+        let e = resolve("", &flags(None)).unwrap_err().to_string();
+        assert!(e.contains("needs the Prometheus to ask"), "{e}");
+        for bad in ["https://mon1:9090", "mon1:9090", "http://mon1:9090/?x=1"] {
+            let e = resolve("", &flags(Some(bad))).unwrap_err().to_string();
+            assert!(
+                e.starts_with("flag --prometheus.url") && e.contains("expected http://HOST:PORT"),
+                "{bad}: {e}"
+            );
+        }
+        // The same check, naming the file's key.
+        let e = resolve(
+            "latency:\n  source: prometheus\nprometheus:\n  url: https://mon1:9090\nenforcer:\n  baseline: 16ms\n",
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("prometheus.url"), "{e}");
+        // No histogram to learn a baseline from.
+        let learned = Overrides {
+            enforcer: EnforcerOverrides {
+                mode: Some(Mode::Observe),
+                baseline: Some(BaselineSpec::Learned),
+                ..EnforcerOverrides::default()
+            },
+            ..flags(Some("http://mon1:9090"))
+        };
+        let e = resolve("", &learned).unwrap_err().to_string();
+        assert!(e.contains("set --enforcer.baseline"), "{e}");
     }
 
     #[test]

@@ -141,7 +141,15 @@ fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let body = ceph_recovery_budget::cli::http_get(&args.url, "/api/status")?;
+    ceph_recovery_budget::cli::HttpTarget::parse(&args.url)
+        .map_err(|e| anyhow::anyhow!("--url {e}"))?;
+    let body =
+        ceph_recovery_budget::cli::http_get(&args.url, "/api/status").with_context(|| {
+            format!(
+                "--url {}: is `ceph-recovery-budget serve` running there?",
+                args.url
+            )
+        })?;
     if args.format == StatusFormat::Json {
         print_out(&format!("{body}\n"));
         return Ok(ExitCode::SUCCESS);

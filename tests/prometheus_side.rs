@@ -160,6 +160,18 @@ struct Server {
 
 impl Server {
     fn start(name: &'static str, program: &Path, args: &[String], log: PathBuf, port: u16) -> Self {
+        Self::start_under(name, program, args, log, port, "")
+    }
+
+    /// A server whose routes live under `prefix` (`--web.route-prefix`).
+    fn start_under(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        log: PathBuf,
+        port: u16,
+        prefix: &str,
+    ) -> Self {
         let file = std::fs::File::create(&log).expect("create a log file");
         let child = Command::new(program)
             .args(args)
@@ -176,7 +188,7 @@ impl Server {
         };
         let start = Instant::now();
         loop {
-            if http_get(server.port, "/-/ready").0 == 200 {
+            if http_get(server.port, &format!("{prefix}/-/ready")).0 == 200 {
                 break;
             }
             if let Ok(Some(status)) = server.child.try_wait() {
@@ -222,20 +234,29 @@ impl Drop for Server {
 }
 
 fn start_prometheus(dir: &TempDir, config: &str) -> Server {
+    start_prometheus_under(dir, config, "")
+}
+
+/// A Prometheus serving under `prefix` (as behind a reverse proxy at `/prometheus`).
+fn start_prometheus_under(dir: &TempDir, config: &str, prefix: &str) -> Server {
     let prometheus = tool("prometheus", "prometheus");
     let port = free_port();
     let config_file = dir.write("prometheus.yml", config);
-    let args = vec![
+    let mut args = vec![
         format!("--config.file={}", config_file.display()),
         format!("--storage.tsdb.path={}", dir.path().join("data").display()),
         format!("--web.listen-address=127.0.0.1:{port}"),
     ];
-    Server::start(
+    if !prefix.is_empty() {
+        args.push(format!("--web.route-prefix={prefix}"));
+    }
+    Server::start_under(
         "prometheus",
         &prometheus,
         &args,
         dir.path().join("prometheus.log"),
         port,
+        prefix,
     )
 }
 
@@ -2013,4 +2034,21 @@ fn the_enforcer_reads_p99_from_prometheus_over_host_mode_exporters() {
     );
     drop(cluster);
     drop(host);
+}
+
+/// `--prometheus.url` may carry a path prefix (a Prometheus behind `--web.route-prefix` or a
+/// reverse proxy at `/prometheus`): the enforcer's query goes under it, not to the root.
+#[test]
+fn the_enforcers_prometheus_query_goes_under_the_urls_path_prefix() {
+    use ceph_recovery_budget::latency::prometheus::{parse_answer, query_path};
+    let dir = TempDir::new("route-prefix");
+    let prom = start_prometheus_under(&dir, "global:\n  scrape_interval: 15s\n", "/prometheus");
+    let path = query_path("vector(0.25)");
+    let under = format!("http://127.0.0.1:{}/prometheus/", prom.port);
+    let body = ceph_recovery_budget::cli::http_get(&under, &path)
+        .unwrap_or_else(|e| panic!("query under the prefix: {e:#}"));
+    assert_eq!(parse_answer(&body), Ok(Some(0.25)));
+    // The same Prometheus has no API at the root: the prefix is what made the query work.
+    let root = format!("http://127.0.0.1:{}", prom.port);
+    assert!(ceph_recovery_budget::cli::http_get(&root, &path).is_err());
 }
