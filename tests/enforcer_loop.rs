@@ -681,3 +681,45 @@ async fn a_failed_osd_set_is_taken_back_and_tried_again_not_blamed_on_a_person()
         "a failure is not a person"
     );
 }
+
+/// Rung 2's mClock limit is written in Pacific's IOPS: the loop reads `ceph versions` before it
+/// and, with an OSD on Quincy, goes from the throttle to the pause without writing the limit.
+#[tokio::test(start_paused = true)]
+async fn an_osd_on_another_release_skips_the_iops_limit_in_the_loop() {
+    for (quincy, expect_limit) in [(false, true), (true, false)] {
+        let file = temp_state(&format!("versions-{quincy}"));
+        let mut p = pause_policy(&file);
+        p.ladder.recovery_limits = vec![300];
+        let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+        if quincy {
+            let line =
+                "ceph version 17.2.6 (d7ff0d10654d2280e08f1ab989c7cdf3064446a5) quincy (stable)";
+            *rig.cluster.actor.versions.lock().unwrap() =
+                Some(Ok(std::collections::BTreeMap::from([(
+                    ceph_recovery_budget::ceph::parse::versions::version_line(line),
+                    4,
+                )])));
+        }
+        // Throttle after 60 s; the next rung 30 s later.
+        rig.play(ClusterState::Rebalance, true, 10).await;
+        let wrote_limit = rig
+            .commands()
+            .iter()
+            .any(|c| c.contains("osd_mclock_scheduler_background_recovery_lim 300"));
+        assert_eq!(wrote_limit, expect_limit, "{:?}", rig.commands());
+        let events = rig.events();
+        assert_eq!(
+            events.contains(&"LADDER_SKIP".to_string()),
+            quincy,
+            "{events:?}"
+        );
+        if quincy {
+            assert!(
+                flag_commands(&rig).contains(&"osd set nobackfill".to_string()),
+                "{:?}",
+                rig.commands()
+            );
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+}

@@ -111,6 +111,7 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
     };
     match words.as_slice() {
         ["status"] => mon("status", &[]),
+        ["versions"] => mon("versions", &[]),
         ["osd", "ls"] => mon("osd ls", &[]),
         ["osd", "tree"] => mon("osd tree", &[]),
         ["osd", "dump"] => mon("osd dump", &[]),

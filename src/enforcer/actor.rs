@@ -5,6 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use crate::ceph::parse::config_dump;
+use crate::ceph::parse::versions::OsdVersion;
+
+/// How many OSDs run each version.
+pub type OsdVersions = BTreeMap<OsdVersion, u64>;
 use crate::ceph::{CephCommand, Client};
 
 /// Changes the cluster's configuration for all OSDs. Errors are messages for the decision log.
@@ -26,6 +30,8 @@ pub trait Actor: Send + Sync + 'static {
     fn unpush(&self, key: &str) -> impl Future<Output = Result<(), String>> + Send;
     /// The OSD map's flags (`ceph osd dump` "flags").
     fn flags(&self) -> impl Future<Output = Result<BTreeSet<String>, String>> + Send;
+    /// How many OSDs run each Ceph version (`ceph versions`).
+    fn osd_versions(&self) -> impl Future<Output = Result<OsdVersions, String>> + Send;
     /// `ceph osd set FLAG`
     fn set_flag(&self, flag: &str) -> impl Future<Output = Result<(), String>> + Send;
     /// `ceph osd unset FLAG`
@@ -96,6 +102,12 @@ impl<C: Client> Actor for CephActor<C> {
             .map_err(|e| format!("cannot read the flags of `ceph osd dump`: {e}"))
     }
 
+    async fn osd_versions(&self) -> Result<OsdVersions, String> {
+        let out = self.run(&["versions"]).await?;
+        crate::ceph::parse::versions::osd_versions(&out)
+            .map_err(|e| format!("cannot read `ceph versions`: {e}"))
+    }
+
     async fn set_flag(&self, flag: &str) -> Result<(), String> {
         self.run(&["osd", "set", flag]).await.map(|_| ())
     }
@@ -122,6 +134,8 @@ pub struct FakeActor {
     /// by the enforcer (it must, before the flag is set).
     pub state_file: std::sync::Arc<std::sync::Mutex<Option<std::path::PathBuf>>>,
     pub flag_in_state_file_when_set: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    /// What `ceph versions` answers; None: the lab's (16.2.15 pacific on 4 OSDs).
+    pub versions: std::sync::Arc<std::sync::Mutex<Option<Result<OsdVersions, String>>>>,
 }
 
 impl FakeActor {
@@ -217,6 +231,18 @@ impl Actor for FakeActor {
 
     async fn flags(&self) -> Result<BTreeSet<String>, String> {
         Ok(self.flags_now())
+    }
+
+    async fn osd_versions(&self) -> Result<OsdVersions, String> {
+        let given = self.versions.lock().ok().and_then(|v| v.clone());
+        given.unwrap_or_else(|| {
+            Ok(BTreeMap::from([(
+                crate::ceph::parse::versions::version_line(
+                    "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)",
+                ),
+                4,
+            )]))
+        })
     }
 
     async fn set_flag(&self, flag: &str) -> Result<(), String> {

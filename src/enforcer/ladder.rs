@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::decide::DecisionRecord;
 use super::decide::{changes_to, Change, Ctx, Want};
-use super::observation::{Observation, OpQueue};
+use super::observation::{IopsLimit, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState};
@@ -144,7 +144,7 @@ pub fn describe(policy: &Policy) -> String {
     let l = &policy.ladder;
     if l.max_rung >= 2 {
         rungs.push(format!(
-            "2 recovery limit {} IOPS (custom profile; wpq: osd_recovery_sleep {} s)",
+            "2 recovery limit {} IOPS (custom profile, Pacific OSDs only; wpq: osd_recovery_sleep {} s)",
             l.recovery_limits
                 .iter()
                 .map(u32::to_string)
@@ -181,10 +181,10 @@ fn up(
     rung: u8,
     step: usize,
     no_pause: bool,
-    limit_hurt: bool,
+    no_limit: bool,
 ) -> Option<(u8, usize)> {
     let max = policy.ladder.max_rung;
-    let n = if limit_hurt { 0 } else { steps(policy, q) };
+    let n = if no_limit { 0 } else { steps(policy, q) };
     let pause = (max >= 3 && !no_pause).then_some((3, step));
     // OSDs whose op queue is not known (or not the same everywhere): no jump past rung 2.
     if matches!(q, OpQueue::Mixed | OpQueue::Unknown) && rung < 2 {
@@ -322,13 +322,37 @@ pub(super) fn climb(
             return None;
         }
         next.ladder.entered_p99 = Some(p99);
+        // Rung 2 under mClock writes a number of IOPS, which only Pacific reads so.
+        let refused = match obs.mclock_iops_limit() {
+            IopsLimit::Refused(why)
+                if *q == OpQueue::Mclock
+                    && l.rung == 1
+                    && lp.max_rung >= 2
+                    && steps(policy, q) > 0
+                    && !l.limit_hurt =>
+            {
+                Some(why)
+            }
+            _ => None,
+        };
+        if let Some(why) = &refused {
+            if next.noted.insert("limit_refused".into()) {
+                notes.push(ctx.record(
+                    "LADDER_SKIP",
+                    format!(
+                        "{}rung 2 (recovery limit) skipped: {why}; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
+                        observe_prefix(policy)
+                    ),
+                ));
+            }
+        }
         match up(
             policy,
             q,
             l.rung,
             l.step,
             l.no_pause || reduced,
-            l.limit_hurt,
+            l.limit_hurt || refused.is_some(),
         ) {
             None => {
                 if next.noted.insert(format!("top:{}:{}", l.rung, l.step)) {
@@ -338,6 +362,8 @@ pub(super) fn climb(
                         "PGs undersized: no pause while redundancy is reduced".to_string()
                     } else if matches!(q, OpQueue::Mixed | OpQueue::Unknown) {
                         format!("the OSDs' op queue is {}", q.describe())
+                    } else if refused.is_some() {
+                        "rung 2 skipped (above) and --enforcer.max-rung is 2".to_string()
                     } else if l.rung >= 2 || lp.max_rung < 2 {
                         format!("--enforcer.max-rung is {}", lp.max_rung)
                     } else {

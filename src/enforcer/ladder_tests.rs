@@ -546,3 +546,135 @@ fn a_recovery_limit_that_made_p99_worse_is_taken_back_on_the_way_to_the_pause() 
     );
     assert!(sim.state.ladder.pause.is_some(), "straight to the pause");
 }
+
+fn osd_versions(
+    lines: &[(&str, u64)],
+) -> Result<Vec<(crate::ceph::parse::versions::OsdVersion, u64)>, String> {
+    Ok(lines
+        .iter()
+        .map(|(l, n)| (crate::ceph::parse::versions::version_line(l), *n))
+        .collect())
+}
+
+const QUINCY: &str =
+    "ceph version 17.2.6 (d7ff0d10654d2280e08f1ab989c7cdf3064446a5) quincy (stable)";
+const PACIFIC: &str =
+    "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)";
+
+#[test]
+fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
+    let mut sim = Sim::new(policy());
+    // Mid-upgrade: two OSDs already on Quincy, where the limit would be read as a fraction.
+    let obs = Observation {
+        osd_versions: osd_versions(&[(PACIFIC, 10), (QUINCY, 2)]),
+        ..recovering(350.0)
+    };
+    let actions = sim.run(&obs, 15 * 60 + 15 + 5 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Throttle]);
+    assert_eq!(sim.state.ladder.rung, 3, "{:?}", sim.state.ladder);
+    // Nothing of rung 2 was written.
+    assert!(sim
+        .actions
+        .iter()
+        .flat_map(|(_, a)| &a.changes)
+        .all(|c| c.key != MCLOCK_RECOVERY_LIM && c.key != MCLOCK_RECOVERY_RES));
+    let skips: Vec<&str> = sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "LADDER_SKIP")
+        .map(|n| n.message.as_str())
+        .collect();
+    assert_eq!(
+        skips,
+        ["rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity"]
+    );
+    let esc = sim
+        .notes
+        .iter()
+        .rfind(|n| n.event == "ESCALATE")
+        .expect("escalate note");
+    assert!(
+        esc.message
+            .starts_with("ESCALATE: rung 1 (high_client_ops) left client p99 write 350 ms")
+            && esc
+                .message
+                .ends_with("escalating to rung 3 (pause nobackfill+norecover 30% of each 60 s)"),
+        "{}",
+        esc.message
+    );
+}
+
+#[test]
+fn unknown_versions_skip_the_limit_too_and_say_why() {
+    for (versions, why) in [
+        (
+            Err("cannot read `ceph versions`: Error EACCES: access denied".to_string()),
+            "the OSDs' Ceph versions are not known (cannot read `ceph versions`: Error EACCES: access denied)",
+        ),
+        (Ok(Vec::new()), "no OSD reports its Ceph version"),
+        (
+            osd_versions(&[("something odd", 4)]),
+            "4 OSDs run something",
+        ),
+    ] {
+        let mut sim = Sim::new(policy());
+        let obs = Observation {
+            osd_versions: versions,
+            ..recovering(350.0)
+        };
+        sim.run(&obs, 15 * 60 + 15 + 5 * 60);
+        assert_eq!(sim.state.ladder.rung, 3, "{why}");
+        let skip = sim
+            .notes
+            .iter()
+            .find(|n| n.event == "LADDER_SKIP")
+            .map(|n| n.message.clone())
+            .unwrap_or_default();
+        assert!(skip.contains(why), "{skip}");
+    }
+}
+
+#[test]
+fn pacific_everywhere_climbs_to_the_limit_and_wpq_never_asks() {
+    // The default observation is the lab's: 16.2.15 on every OSD.
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    assert!(sim.notes.iter().all(|n| n.event != "LADDER_SKIP"));
+    // Under wpq rung 2 is osd_recovery_sleep, whatever the release.
+    let mut sim = Sim::new(policy());
+    let wpq = Observation {
+        op_queue: OpQueue::Other("wpq".into()),
+        osd_versions: osd_versions(&[(QUINCY, 4)]),
+        ..recovering(350.0)
+    };
+    sim.run(&wpq, 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    assert!(sim.notes.iter().all(|n| n.event != "LADDER_SKIP"));
+}
+
+#[test]
+fn with_max_rung_2_a_refused_limit_holds_rung_1_and_says_so() {
+    let mut p = policy();
+    p.ladder.max_rung = 2;
+    let mut sim = Sim::new(p);
+    let obs = Observation {
+        osd_versions: osd_versions(&[(QUINCY, 4)]),
+        ..recovering(350.0)
+    };
+    let actions = sim.run(&obs, 15 * 60 + 15 + 10 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Throttle]);
+    assert_eq!(sim.state.ladder.rung, 1);
+    let top: Vec<&str> = sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "LADDER_TOP")
+        .map(|n| n.message.as_str())
+        .collect();
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert!(
+        top[0].contains("rung 2 skipped (above) and --enforcer.max-rung is 2"),
+        "{}",
+        top[0]
+    );
+}

@@ -26,7 +26,7 @@ use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
 pub use actor::{Actor, CephActor};
 pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
-pub use observation::Observation;
+pub use observation::{Observation, OpQueue};
 pub use policy::{BaselineSpec, Mode, Policy};
 pub use state::{EnforcerState, Time};
 pub use view::EnforcerView;
@@ -562,6 +562,18 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     })
                 }
             }
+        }
+        // Rung 2 under mClock writes Pacific's IOPS: which versions the OSDs run is read only
+        // when that rung may come next (from rung 1), one mon command.
+        let limit_next = self.state.ladder.rung == 1
+            && self.policy.ladder.max_rung >= 2
+            && !self.policy.ladder.recovery_limits.is_empty();
+        if obs.stale.is_none() && involved && limit_next && obs.op_queue == OpQueue::Mclock {
+            obs.osd_versions = self
+                .actor
+                .osd_versions()
+                .await
+                .map(|v| v.into_iter().collect());
         }
         if obs.stale.is_none() && involved {
             match self.actor.configured(&self.lever_keys()).await {

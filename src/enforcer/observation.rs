@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::ceph::parse::versions::OsdVersion;
 use crate::collect::safety::pool_safety;
 use crate::collect::Snapshot;
 
@@ -53,6 +54,18 @@ pub struct Observation {
     pub configured_known: bool,
     /// The OSD map's flags (`ceph osd dump` "flags"), when read.
     pub osd_flags: Option<std::collections::BTreeSet<String>>,
+    /// How many OSDs run each version (`ceph versions`), or why it is not known. Read only
+    /// when rung 2 under mClock may come next.
+    pub osd_versions: Result<Vec<(OsdVersion, u64)>, String>,
+}
+
+/// Whether rung 2's mClock recovery limit may be written: it is a number of IOPS, which only
+/// Pacific (16.2) reads as such; Quincy 17.2.6+ and later read a fraction of each OSD's capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IopsLimit {
+    Pacific,
+    /// Why not: the versions that are not Pacific, or why they are not known.
+    Refused(String),
 }
 
 impl Observation {
@@ -63,6 +76,33 @@ impl Observation {
             || self.misplaced_objects > 0
             || self.pgs_recovering > 0
             || self.undersized_pgs > 0
+    }
+
+    /// See [`IopsLimit`].
+    pub fn mclock_iops_limit(&self) -> IopsLimit {
+        let versions = match &self.osd_versions {
+            Err(e) => {
+                return IopsLimit::Refused(format!("the OSDs' Ceph versions are not known ({e})"))
+            }
+            Ok(v) if v.is_empty() => {
+                return IopsLimit::Refused("no OSD reports its Ceph version".to_string())
+            }
+            Ok(v) => v,
+        };
+        let others: Vec<String> = versions
+            .iter()
+            .filter(|(v, _)| v.major != Some(16))
+            .map(|(v, n)| {
+                format!("{n} OSDs run {} {}", v.version, v.release)
+                    .trim_end()
+                    .to_string()
+            })
+            .collect();
+        if others.is_empty() {
+            IopsLimit::Pacific
+        } else {
+            IopsLimit::Refused(others.join(", "))
+        }
     }
 
     /// An empty, usable observation (for tests and tables).
@@ -83,6 +123,12 @@ impl Observation {
             configured: BTreeMap::new(),
             configured_known: true,
             osd_flags: None,
+            osd_versions: Ok(vec![(
+                crate::ceph::parse::versions::version_line(
+                    "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)",
+                ),
+                4,
+            )]),
         }
     }
 }
@@ -99,6 +145,7 @@ const RECOVERY_WORDS: [&str; 4] = [
 pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observation {
     let mut obs = Observation::quiet();
     obs.op_queue = OpQueue::Unknown;
+    obs.osd_versions = Err("not read".to_string());
     obs.configured_known = false;
     let mut stale = Vec::new();
     for h in &snapshot.collectors {

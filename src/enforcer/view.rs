@@ -13,9 +13,10 @@ use super::state::{ActionKind, EnforcerState, Phase, Time};
 pub const KEEP_DECISIONS: usize = 200;
 
 /// Events besides the actions, published at 0 from the start so that `increase()` sees the first.
-pub const EVENTS: [&str; 22] = [
+pub const EVENTS: [&str; 23] = [
     "ACTION_FAILED",
     "ESCALATE",
+    "LADDER_SKIP",
     "LADDER_TOP",
     "PAUSE_ENDED",
     "PAUSE_SHARE",

@@ -19,6 +19,7 @@ pub mod pgs;
 pub mod pools;
 pub mod status;
 pub mod tell;
+pub mod versions;
 
 pub(crate) mod json;
 

@@ -69,6 +69,7 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
         ),
         // The pause rung's commands (`ceph --verbose osd set nobackfill` on 16.2.15).
         (&["osd", "dump"], r#"{"prefix":"osd dump","format":"json"}"#),
+        (&["versions"], r#"{"prefix":"versions","format":"json"}"#),
         (
             &["osd", "set", "nobackfill"],
             r#"{"prefix":"osd set","key":"nobackfill","format":"json"}"#,
