@@ -15,6 +15,15 @@ fn kinds(actions: &[Action]) -> Vec<ActionKind> {
     actions.iter().map(|a| a.kind).collect()
 }
 
+/// The decision log's messages of one event, in order.
+fn messages<'a>(sim: &'a Sim, event: &str) -> Vec<&'a str> {
+    sim.notes
+        .iter()
+        .filter(|n| n.event == event)
+        .map(|n| n.message.as_str())
+        .collect()
+}
+
 fn paused(sim: &Sim) -> bool {
     sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused)
 }
@@ -376,12 +385,7 @@ fn max_rung_and_the_pause_budget_stop_the_climb_and_say_so() {
     let mut sim = Sim::new(p);
     sim.run(&recovering(350.0), 15 * 60 + 15 + 4 * 5 * 60 + 30 * 60);
     assert_eq!(sim.state.ladder.rung, 2);
-    let top: Vec<&str> = sim
-        .notes
-        .iter()
-        .filter(|n| n.event == "LADDER_TOP")
-        .map(|n| n.message.as_str())
-        .collect();
+    let top: Vec<&str> = messages(&sim, "LADDER_TOP");
     assert_eq!(top.len(), 1);
     assert!(top[0].contains("--enforcer.max-rung is 2"), "{}", top[0]);
 
@@ -578,12 +582,7 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
         .iter()
         .flat_map(|(_, a)| &a.changes)
         .all(|c| c.key != MCLOCK_RECOVERY_LIM && c.key != MCLOCK_RECOVERY_RES));
-    let skips: Vec<&str> = sim
-        .notes
-        .iter()
-        .filter(|n| n.event == "LADDER_SKIP")
-        .map(|n| n.message.as_str())
-        .collect();
+    let skips: Vec<&str> = messages(&sim, "LADDER_SKIP");
     assert_eq!(
         skips,
         ["rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity"]
@@ -665,12 +664,7 @@ fn with_max_rung_2_a_refused_limit_holds_rung_1_and_says_so() {
     let actions = sim.run(&obs, 15 * 60 + 15 + 10 * 60);
     assert_eq!(kinds(&actions), vec![ActionKind::Throttle]);
     assert_eq!(sim.state.ladder.rung, 1);
-    let top: Vec<&str> = sim
-        .notes
-        .iter()
-        .filter(|n| n.event == "LADDER_TOP")
-        .map(|n| n.message.as_str())
-        .collect();
+    let top: Vec<&str> = messages(&sim, "LADDER_TOP");
     assert_eq!(top.len(), 1, "{top:?}");
     assert!(
         top[0].contains("rung 2 skipped (above) and --enforcer.max-rung is 2"),
