@@ -364,3 +364,54 @@ fn experiment_refuses_what_cannot_work_with_exit_2() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Two commands on one tuning record at once: the second is refused, says who holds it, and
+/// touches neither the record nor the cluster (it stops before any ceph call).
+#[test]
+fn a_second_command_on_a_record_in_use_is_refused_with_who_holds_it() {
+    let dir = std::env::temp_dir().join(format!("crb-cli-lock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = dir.join("tuning.yaml");
+    std::fs::write(&record, "not read while the record is in use\n").unwrap();
+    let held = ceph_recovery_budget::tuning::record::RecordLock::take(
+        &record,
+        "tune step osd_max_backfills=4",
+    )
+    .unwrap();
+    let out = bin()
+        .args([
+            "tune",
+            "decide",
+            "--record",
+            record.to_str().unwrap(),
+            "--keep",
+            "--ceph-cmd",
+            "/bin/false",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("is in use by another ceph-recovery-budget")
+            && err.contains("tune step osd_max_backfills=4"),
+        "{err}"
+    );
+    drop(held);
+    // Free again: the same command now gets as far as reading the record.
+    let out = bin()
+        .args([
+            "tune",
+            "decide",
+            "--record",
+            record.to_str().unwrap(),
+            "--keep",
+            "--ceph-cmd",
+            "/bin/false",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not valid"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -68,6 +68,7 @@ pub async fn baseline<C: Client, F: FioRunner>(
     progress: &mut dyn Progress,
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<TuningRecord, TuningError> {
+    let _held = super::record::RecordLock::take(&plan.record, "baseline")?;
     if plan.record.exists() {
         return Err(TuningError::Refused(format!(
             "{} already exists: a baseline starts a new record and would replace this one. Move it away or choose another --record",
@@ -246,6 +247,10 @@ pub async fn step<C: Client, F: FioRunner>(
     progress: &mut dyn Progress,
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<StepOutcome, TuningError> {
+    let _held = super::record::RecordLock::take(
+        &plan.record,
+        &format!("tune step {}={}", plan.setting, plan.value),
+    )?;
     let mut record = TuningRecord::load(&plan.record)?;
     let path = plan.record.display().to_string();
     if let Some(why) = &record.baseline.measurement.interrupted {
@@ -626,6 +631,7 @@ pub async fn decide<C: Client>(
     record_path: &Path,
     keep: bool,
 ) -> Result<(TuningRecord, String), TuningError> {
+    let _held = super::record::RecordLock::take(record_path, "tune decide")?;
     let mut record = TuningRecord::load(record_path)?;
     let Some(i) = record.steps.iter().position(|s| s.decision.is_none()) else {
         return Err(refuse(format!(

@@ -246,6 +246,87 @@ pub enum RecordError {
     },
     #[error("encoding the tuning record: {0}")]
     Encode(String),
+    #[error("the tuning record {path} is in use by another ceph-recovery-budget ({holder}): wait for it to end, or stop it; two commands on one record would lose one's step")]
+    Busy { path: PathBuf, holder: String },
+    #[error("locking the tuning record {path} ({lock}): {source}")]
+    Lock {
+        path: PathBuf,
+        lock: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An exclusive hold on a tuning record while one command works on it, so that two `tune step`s
+/// (or a step and a `decide`) on one record cannot both read it and the later write lose the
+/// other's step. An advisory `flock` on `.NAME.lock` beside the record: the kernel drops it
+/// when the process ends, even by SIGKILL, so it never goes stale.
+#[derive(Debug)]
+pub struct RecordLock {
+    _held: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl RecordLock {
+    /// Takes the hold, or says who has it. `what` names this command for the other one's error.
+    pub fn take(record: &Path, what: &str) -> Result<Self, RecordError> {
+        use std::io::{Read, Seek, Write};
+        let lock = sibling(record, "lock");
+        let lock_err = |source: std::io::Error| RecordError::Lock {
+            path: record.to_path_buf(),
+            lock: lock.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .map_err(lock_err)?;
+        let mut held =
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(held) => held,
+                Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let mut holder = String::new();
+                    let _ = file.read_to_string(&mut holder);
+                    let holder = holder.trim();
+                    return Err(RecordError::Busy {
+                        path: record.to_path_buf(),
+                        holder: if holder.is_empty() {
+                            "it did not say which".to_string()
+                        } else {
+                            holder.to_string()
+                        },
+                    });
+                }
+                Err((_, errno)) => return Err(lock_err(std::io::Error::from(errno))),
+            };
+        // Who holds it, for the other command's message; the lock itself is the flock.
+        let file: &mut std::fs::File = &mut held;
+        let who = format!(
+            "pid {}, {what}, since {}",
+            std::process::id(),
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        );
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(who.as_bytes()))
+            .map_err(lock_err)?;
+        Ok(RecordLock { _held: held })
+    }
+}
+
+/// `.NAME.SUFFIX` in the record's directory.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "record".into());
+    dir.join(format!(".{name}.{suffix}"))
 }
 
 impl TuningRecord {
@@ -338,15 +419,7 @@ impl TuningRecord {
 /// Temp file in the same directory (same filesystem), fsync, rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "record".into());
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -493,6 +566,27 @@ pub(crate) mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("tuning.yaml")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_record_is_held_by_one_command_at_a_time_and_freed_when_it_ends() {
+        let dir = std::env::temp_dir().join(format!("crb-record-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tuning.yaml");
+        let first = RecordLock::take(&path, "tune step osd_max_backfills=4").unwrap();
+        let e = RecordLock::take(&path, "tune decide")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is in use by another ceph-recovery-budget")
+                && e.contains(&format!("pid {}", std::process::id()))
+                && e.contains("tune step osd_max_backfills=4"),
+            "{e}"
+        );
+        drop(first);
+        let again = RecordLock::take(&path, "tune decide");
+        assert!(again.is_ok(), "{again:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -517,3 +517,38 @@ async fn revert_does_not_undo_someone_elses_later_change() {
     );
     assert_eq!(cluster.db_value("osd_max_backfills").as_deref(), Some("6"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_step_on_a_record_another_command_holds_changes_nothing() {
+    let cluster = FakeCluster::new(10_000_000.0);
+    let path = tmp_record("held");
+    run_baseline(&cluster, &path).await;
+    let before = std::fs::read_to_string(&path).unwrap();
+    let held =
+        crate::tuning::record::RecordLock::take(&path, "tune step osd_max_backfills=2").unwrap();
+    let e = run_step(
+        &cluster,
+        &step_plan(&path, "osd_max_backfills=4", DecideMode::Auto),
+        None,
+    )
+    .await
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("is in use by another ceph-recovery-budget")
+            && e.contains("tune step osd_max_backfills=2"),
+        "{e}"
+    );
+    assert_eq!(cluster.db_value("osd_max_backfills"), None);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+    let e = decide(&cluster, &path, true)
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(e.is_some_and(|e| e.contains("is in use")));
+    // Once the other command ends, the step runs.
+    drop(held);
+    let (out, _) = step_ok(&cluster, &path, "osd_max_backfills=4", DecideMode::Auto).await;
+    assert_eq!(out.end, StepEnd::Kept);
+}
