@@ -411,18 +411,51 @@ impl HttpTarget {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
-        if host.is_empty() || path.contains(['?', '#']) {
-            return Err(format!(
-                "{url:?}: expected http://HOST:PORT[/PREFIX], with no query or fragment"
-            ));
+        let bad = |why: &str| format!("{url:?}: {why}; expected http://HOST:PORT[/PREFIX]");
+        if host.contains(['@', '?', '#']) || (host.to_string() + path).contains(char::is_whitespace)
+        {
+            return Err(bad("no user, password, query, fragment or space"));
         }
-        // A port is a colon after the host, outside the brackets of an IPv6 address.
-        let after_brackets = host.rsplit_once(']').map_or(host, |(_, tail)| tail);
-        let connect = if after_brackets.contains(':') {
-            host.to_string()
-        } else {
-            format!("{host}:80")
+        if path.contains(['?', '#']) {
+            return Err(bad("no query or fragment"));
+        }
+        let (name, port) = match host.strip_prefix('[') {
+            Some(v6) => {
+                let (addr, tail) = v6
+                    .split_once(']')
+                    .ok_or_else(|| bad("an IPv6 address needs its closing ]"))?;
+                if !addr.contains(':') {
+                    return Err(bad("[...] holds an IPv6 address"));
+                }
+                let port = match tail {
+                    "" => None,
+                    t => Some(
+                        t.strip_prefix(':')
+                            .ok_or_else(|| bad("expected :PORT after ]"))?,
+                    ),
+                };
+                (&host[..addr.len() + 2], port)
+            }
+            None => match host.split_once(':') {
+                Some((_, p)) if p.contains(':') => {
+                    return Err(bad("an IPv6 address goes in brackets (http://[::1]:9090)"))
+                }
+                Some((h, p)) => (h, Some(p)),
+                None => (host, None),
+            },
         };
+        if name.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            None => 80,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad(&format!("port {p:?} is not a number from 1 to 65535")))?,
+        };
+        let connect = format!("{name}:{port}");
         Ok(HttpTarget {
             connect,
             host: host.to_string(),
@@ -813,6 +846,20 @@ mod tests {
             "http://",
             "http:///prometheus",
             "http://p:9090/x?y=1",
+            "http://p:9090?x=1",
+            "http://p:9090#f",
+            "http://user:pw@prom:9090",
+            "http://user:pw@prom/prometheus",
+            "http://h:",
+            "http://h:abc",
+            "http://h:0",
+            "http://h:65536",
+            "http://[::1",
+            "http://[::1]x",
+            "http://[]:9090",
+            "http://fe80::1",
+            "http://::1:9090",
+            "http://p:9090/a b",
         ] {
             let e = HttpTarget::parse(bad).unwrap_err();
             assert!(e.contains("expected http://HOST:PORT"), "{bad}: {e}");

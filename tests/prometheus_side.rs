@@ -2051,4 +2051,36 @@ fn the_enforcers_prometheus_query_goes_under_the_urls_path_prefix() {
     // The same Prometheus has no API at the root: the prefix is what made the query work.
     let root = format!("http://127.0.0.1:{}", prom.port);
     assert!(ceph_recovery_budget::cli::http_get(&root, &path).is_err());
+
+    // `serve` as configured for a large cluster, with the URL as an operator writes it: the p99
+    // it judges comes from that Prometheus.
+    let state = dir.path().join("enforcer-state.json");
+    // Every ceph call answers the lab's recorded `ceph status`: enough to be ready.
+    let ceph = format!(
+        "sh -c 'cat {}/tests/fixtures/lab/healthy.status.out' ceph",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let serve = Exporter::start(&[
+        "--ceph.backend",
+        "cli",
+        "--ceph-cmd",
+        &ceph,
+        "--collect.interval",
+        "1s",
+        "--latency.source",
+        "prometheus",
+        "--prometheus.url",
+        &under,
+        "--prometheus.query",
+        "vector(0.25)",
+        "--enforcer.mode",
+        "observe",
+        "--enforcer.baseline",
+        "16ms",
+        "--enforcer.state-file",
+        state.to_str().expect("utf-8 temp path"),
+    ]);
+    serve.wait_metrics(Duration::from_secs(30), "p99 from Prometheus", |m| {
+        m.get("ceph_recovery_budget_p99_seconds") == Some(0.25)
+    });
 }

@@ -310,12 +310,27 @@ pub(super) fn climb(
         }
         return None;
     }
+    let name = rung_name(policy, q, l.rung, l.step, None);
+    // An OSD that now runs another release (an upgrade under way) must not keep an IOPS limit.
+    if l.rung == 2 && *q == OpQueue::Mclock {
+        if let IopsLimit::Refused(why) = obs.mclock_iops_limit() {
+            next.ladder.limit_hurt = true;
+            let mut w = Want::new(
+                ActionKind::Descend,
+                down_to_rung1(policy, state, obs),
+                format!(
+                    "{name} taken back: {why}; its limit is in IOPS, as only Pacific (16.2) reads it; the ladder goes on from rung 1 without it"
+                ),
+            );
+            w.rung = Some((1, 0));
+            return Some(w);
+        }
+    }
     let Some(p99) = obs.p99 else {
         next.ladder.below_since = None;
         return None;
     };
     let held = now - l.since;
-    let name = rung_name(policy, q, l.rung, l.step, None);
     if p99 > bound {
         next.ladder.below_since = None;
         if held < settle {
@@ -323,17 +338,32 @@ pub(super) fn climb(
         }
         next.ladder.entered_p99 = Some(p99);
         // Rung 2 under mClock writes a number of IOPS, which only Pacific reads so.
-        let refused = match obs.mclock_iops_limit() {
-            IopsLimit::Refused(why)
-                if *q == OpQueue::Mclock
-                    && l.rung == 1
-                    && lp.max_rung >= 2
-                    && steps(policy, q) > 0
-                    && !l.limit_hurt =>
-            {
-                Some(why)
+        let gate = if *q == OpQueue::Mclock
+            && l.rung == 1
+            && lp.max_rung >= 2
+            && steps(policy, q) > 0
+            && !l.limit_hurt
+        {
+            obs.mclock_iops_limit()
+        } else {
+            IopsLimit::Pacific
+        };
+        let refused = match gate {
+            IopsLimit::Pacific => None,
+            IopsLimit::Refused(why) => Some(why),
+            IopsLimit::Unknown(why) => {
+                // Not a reason for the stronger pause: ask again next cycle.
+                if next.noted.insert("limit_wait".into()) {
+                    notes.push(ctx.record(
+                        "LADDER_WAIT",
+                        format!(
+                            "{}rung 2 (recovery limit) waits: {why}; its limit is written in IOPS, as only Pacific (16.2) reads it, so {name} is held until the versions are read",
+                            observe_prefix(policy)
+                        ),
+                    ));
+                }
+                return None;
             }
-            _ => None,
         };
         if let Some(why) = &refused {
             if next.noted.insert("limit_refused".into()) {

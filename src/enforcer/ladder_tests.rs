@@ -604,33 +604,99 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
 }
 
 #[test]
-fn unknown_versions_skip_the_limit_too_and_say_why() {
-    for (versions, why) in [
-        (
-            Err("cannot read `ceph versions`: Error EACCES: access denied".to_string()),
-            "the OSDs' Ceph versions are not known (cannot read `ceph versions`: Error EACCES: access denied)",
-        ),
-        (Ok(Vec::new()), "no OSD reports its Ceph version"),
-        (
-            osd_versions(&[("something odd", 4)]),
-            "4 OSDs run something",
-        ),
+fn an_unreadable_version_skips_the_limit_like_another_release() {
+    let mut sim = Sim::new(policy());
+    let obs = Observation {
+        osd_versions: osd_versions(&[("something odd", 4)]),
+        ..recovering(350.0)
+    };
+    sim.run(&obs, 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 3);
+    let skip = messages(&sim, "LADDER_SKIP");
+    assert!(
+        skip.len() == 1 && skip[0].contains("4 OSDs run something"),
+        "{skip:?}"
+    );
+}
+
+#[test]
+fn versions_not_known_now_hold_rung_1_and_the_next_read_decides() {
+    for versions in [
+        Err("cannot read `ceph versions`: `ceph versions` did not finish within 10s".to_string()),
+        Ok(Vec::new()),
     ] {
         let mut sim = Sim::new(policy());
-        let obs = Observation {
+        let unknown = Observation {
             osd_versions: versions,
             ..recovering(350.0)
         };
-        sim.run(&obs, 15 * 60 + 15 + 5 * 60);
-        assert_eq!(sim.state.ladder.rung, 3, "{why}");
-        let skip = sim
-            .notes
-            .iter()
-            .find(|n| n.event == "LADDER_SKIP")
-            .map(|n| n.message.clone())
-            .unwrap_or_default();
-        assert!(skip.contains(why), "{skip}");
+        // A failed read is not a reason for the stronger pause: rung 1 is held, cycle after cycle.
+        sim.run(&unknown, 15 * 60 + 15 + 10 * 60);
+        assert_eq!(sim.state.ladder.rung, 1, "{:?}", sim.state.ladder);
+        assert!(sim.state.ladder.pause.is_none());
+        let wait = messages(&sim, "LADDER_WAIT");
+        assert_eq!(wait.len(), 1, "{wait:?}");
+        assert!(
+            wait[0].starts_with("rung 2 (recovery limit) waits: ")
+                && wait[0]
+                    .ends_with("so rung 1 (high_client_ops) is held until the versions are read"),
+            "{}",
+            wait[0]
+        );
+        // Read again: Pacific, so the limit comes at once (the rung has long had its settle time).
+        let actions = sim.run(&recovering(350.0), 15);
+        assert_eq!(kinds(&actions), vec![ActionKind::Escalate]);
+        assert_eq!(sim.state.ladder.rung, 2);
     }
+}
+
+#[test]
+fn an_upgrade_under_way_takes_the_limit_back_and_the_ladder_goes_on_without_it() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    // Two OSDs restarted on Quincy while rung 2 holds: the IOPS limit goes at once.
+    let upgraded = Observation {
+        osd_versions: osd_versions(&[(PACIFIC, 2), (QUINCY, 2)]),
+        ..recovering(350.0)
+    };
+    // At once, as far as the change limits allow (5 minutes between changes).
+    let actions = sim.run(&upgraded, 5 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Descend]);
+    assert!(
+        actions[0].reason.starts_with(
+            "rung 2 (custom profile, recovery limit 1000 IOPS per OSD) taken back: 2 OSDs run 17.2.6 quincy;"
+        ),
+        "{}",
+        actions[0].reason
+    );
+    let back: Vec<(String, Option<String>)> = actions[0]
+        .changes
+        .iter()
+        .map(|c| (c.key.clone(), c.to.clone()))
+        .collect();
+    assert!(
+        back.contains(&(MCLOCK_RECOVERY_LIM.to_string(), None)),
+        "{back:?}"
+    );
+    assert!(
+        back.contains(&(
+            MCLOCK_PROFILE_KEY.to_string(),
+            Some("high_client_ops".into())
+        )),
+        "{back:?}"
+    );
+    assert_eq!(sim.state.ladder.rung, 1);
+    // Still above the bound after the settle time: the pause, and no second try of the limit.
+    sim.run(&upgraded, 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 3);
+    assert!(
+        sim.actions
+            .iter()
+            .filter(|(_, a)| a.kind == ActionKind::Escalate)
+            .count()
+            == 1
+    );
 }
 
 #[test]

@@ -564,8 +564,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
         }
         // Rung 2 under mClock writes Pacific's IOPS: which versions the OSDs run is read only
-        // when that rung may come next (from rung 1), one mon command.
-        let limit_next = self.state.ladder.rung == 1
+        // when that rung may come next (rung 1) or is held (rung 2), one mon command.
+        let limit_next = matches!(self.state.ladder.rung, 1 | 2)
             && self.policy.ladder.max_rung >= 2
             && !self.policy.ladder.recovery_limits.is_empty();
         if obs.stale.is_none() && involved && limit_next && obs.op_queue == OpQueue::Mclock {

@@ -64,8 +64,10 @@ pub struct Observation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IopsLimit {
     Pacific,
-    /// Why not: the versions that are not Pacific, or why they are not known.
+    /// Some OSD runs another release (or a version this program cannot read): which.
     Refused(String),
+    /// Not known now (`ceph versions` failed, or no OSD reports one): why. Asked again next cycle.
+    Unknown(String),
 }
 
 impl Observation {
@@ -82,10 +84,10 @@ impl Observation {
     pub fn mclock_iops_limit(&self) -> IopsLimit {
         let versions = match &self.osd_versions {
             Err(e) => {
-                return IopsLimit::Refused(format!("the OSDs' Ceph versions are not known ({e})"))
+                return IopsLimit::Unknown(format!("the OSDs' Ceph versions are not known ({e})"))
             }
             Ok(v) if v.is_empty() => {
-                return IopsLimit::Refused("no OSD reports its Ceph version".to_string())
+                return IopsLimit::Unknown("no OSD reports its Ceph version".to_string())
             }
             Ok(v) => v,
         };

@@ -13,11 +13,12 @@ use super::state::{ActionKind, EnforcerState, Phase, Time};
 pub const KEEP_DECISIONS: usize = 200;
 
 /// Events besides the actions, published at 0 from the start so that `increase()` sees the first.
-pub const EVENTS: [&str; 23] = [
+pub const EVENTS: [&str; 24] = [
     "ACTION_FAILED",
     "ESCALATE",
     "LADDER_SKIP",
     "LADDER_TOP",
+    "LADDER_WAIT",
     "PAUSE_ENDED",
     "PAUSE_SHARE",
     "BREACH",

@@ -308,9 +308,9 @@ impl RecordLock {
             std::process::id(),
             humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         );
-        file.set_len(0)
-            .and_then(|()| file.rewind())
+        file.rewind()
             .and_then(|()| file.write_all(who.as_bytes()))
+            .and_then(|()| file.set_len(who.len() as u64))
             .map_err(lock_err)?;
         Ok(RecordLock { _held: held })
     }
