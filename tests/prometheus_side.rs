@@ -2060,7 +2060,7 @@ fn the_enforcers_prometheus_query_goes_under_the_urls_path_prefix() {
         "sh -c 'cat {}/tests/fixtures/lab/healthy.status.out' ceph",
         env!("CARGO_MANIFEST_DIR")
     );
-    let serve = Exporter::start(&[
+    let serve = Exporter::start_without_lab(&[
         "--ceph.backend",
         "cli",
         "--ceph-cmd",

@@ -92,12 +92,21 @@ pub struct Exporter {
 
 impl Exporter {
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, lab_env())
+    }
+
+    /// `serve` without the lab (its ceph answered by `--ceph-cmd`).
+    pub fn start_without_lab(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, Vec::new())
+    }
+
+    fn start_with_env(extra: &[&str], env: Vec<(String, String)>) -> Self {
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
         let child = Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
             .args(["serve", "--web.listen-address", &listen])
             .args(extra)
-            .envs(lab_env())
+            .envs(env)
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .spawn()
