@@ -378,18 +378,21 @@ fn a_second_command_on_a_record_in_use_is_refused_with_who_holds_it() {
         "tune step osd_max_backfills=4",
     )
     .unwrap();
-    let out = bin()
-        .args([
-            "tune",
-            "decide",
-            "--record",
-            record.to_str().unwrap(),
-            "--keep",
-            "--ceph-cmd",
-            "/bin/false",
-        ])
-        .output()
-        .unwrap();
+    let decide = || {
+        bin()
+            .args([
+                "tune",
+                "decide",
+                "--record",
+                record.to_str().unwrap(),
+                "--keep",
+                "--ceph-cmd",
+                "/bin/false",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = decide();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert!(
@@ -399,18 +402,7 @@ fn a_second_command_on_a_record_in_use_is_refused_with_who_holds_it() {
     );
     drop(held);
     // Free again: the same command now gets as far as reading the record.
-    let out = bin()
-        .args([
-            "tune",
-            "decide",
-            "--record",
-            record.to_str().unwrap(),
-            "--keep",
-            "--ceph-cmd",
-            "/bin/false",
-        ])
-        .output()
-        .unwrap();
+    let out = decide();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not valid"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -123,6 +123,20 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// A note logged once per recovery under `key`; the message is built only then.
+    pub(super) fn note_once(
+        &self,
+        next: &mut EnforcerState,
+        notes: &mut Vec<DecisionRecord>,
+        key: impl Into<String>,
+        event: &str,
+        message: impl FnOnce() -> String,
+    ) {
+        if next.noted.insert(key.into()) {
+            notes.push(self.record(event, message()));
+        }
+    }
+
     pub(super) fn record(&self, event: &str, message: String) -> DecisionRecord {
         DecisionRecord {
             time: self.now,
@@ -581,9 +595,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                         ));
                     }
                     _ => {
-                        if next.noted.insert("suspended_nothing_to_do".into()) {
-                            notes.push(ctx.record("SUSPENDED", format!("bound SUSPENDED: {risk}; nothing to change (OSDs do not run mClock and nothing is throttled)")));
-                        }
+                        ctx.note_once(&mut next, &mut notes, "suspended_nothing_to_do", "SUSPENDED", || format!("bound SUSPENDED: {risk}; nothing to change (OSDs do not run mClock and nothing is throttled)"));
                     }
                 }
             }
@@ -613,12 +625,12 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             };
             match (obs.p99, bound, obs.baseline) {
                 (_, None, _) | (_, _, None) => {
-                    if next.noted.insert("no_baseline".into()) {
-                        notes.push(ctx.record(
-                            "NO_BASELINE",
-                            format!("cannot judge latency: no baseline yet ({}); suspension still applies", obs.baseline_note.as_deref().unwrap_or("baseline unknown")),
-                        ));
-                    }
+                    ctx.note_once(&mut next, &mut notes, "no_baseline", "NO_BASELINE", || {
+                        format!(
+                            "cannot judge latency: no baseline yet ({}); suspension still applies",
+                            obs.baseline_note.as_deref().unwrap_or("baseline unknown")
+                        )
+                    });
                 }
                 (None, _, _) => {
                     next.breach_since = None;
@@ -663,9 +675,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                                     ));
                                 }
                                 None => {
-                                    if next.noted.insert("op_queue_unknown".into()) {
-                                        notes.push(ctx.record("NO_LEVER", format!("cannot throttle: the OSDs' op queue is {}; fix the OSDs or the collector first", obs.op_queue.describe())));
-                                    }
+                                    ctx.note_once(&mut next, &mut notes, "op_queue_unknown", "NO_LEVER", || format!("cannot throttle: the OSDs' op queue is {}; fix the OSDs or the collector first", obs.op_queue.describe()));
                                 }
                             }
                         }

@@ -353,28 +353,22 @@ pub(super) fn climb(
             IopsLimit::Refused(why) => Some(why),
             IopsLimit::Unknown(why) => {
                 // Not a reason for the stronger pause: ask again next cycle.
-                if next.noted.insert("limit_wait".into()) {
-                    notes.push(ctx.record(
-                        "LADDER_WAIT",
-                        format!(
-                            "{}rung 2 (recovery limit) waits: {why}; its limit is written in IOPS, as only Pacific (16.2) reads it, so {name} is held until the versions are read",
-                            observe_prefix(policy)
-                        ),
-                    ));
-                }
+                ctx.note_once(next, notes, "limit_wait", "LADDER_WAIT", || {
+                    format!(
+                        "{}rung 2 (recovery limit) waits: {why}; its limit is written in IOPS, as only Pacific (16.2) reads it, so {name} is held until the versions are read",
+                        observe_prefix(policy)
+                    )
+                });
                 return None;
             }
         };
         if let Some(why) = &refused {
-            if next.noted.insert("limit_refused".into()) {
-                notes.push(ctx.record(
-                    "LADDER_SKIP",
-                    format!(
-                        "{}rung 2 (recovery limit) skipped: {why}; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
-                        observe_prefix(policy)
-                    ),
-                ));
-            }
+            ctx.note_once(next, notes, "limit_refused", "LADDER_SKIP", || {
+                format!(
+                    "{}rung 2 (recovery limit) skipped: {why}; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
+                    observe_prefix(policy)
+                )
+            });
         }
         match up(
             policy,
