@@ -41,6 +41,15 @@ fn steps(policy: &Policy, q: &OpQueue) -> usize {
     }
 }
 
+/// Whether the OSDs' versions decide anything at `rung`: rung 2 under mClock (an IOPS limit, as
+/// only Pacific reads it) may come next (rung 1) or is held (rung 2).
+pub fn versions_matter(policy: &Policy, q: &OpQueue, rung: u8) -> bool {
+    *q == OpQueue::Mclock
+        && matches!(rung, 1 | 2)
+        && policy.ladder.max_rung >= 2
+        && steps(policy, q) > 0
+}
+
 /// Values set in the config database, and those pushed to the running OSDs as well.
 pub type RungValues = (BTreeMap<String, String>, Vec<(String, String)>);
 
@@ -312,7 +321,7 @@ pub(super) fn climb(
     }
     let name = rung_name(policy, q, l.rung, l.step, None);
     // An OSD that now runs another release (an upgrade under way) must not keep an IOPS limit.
-    if l.rung == 2 && *q == OpQueue::Mclock {
+    if l.rung == 2 && versions_matter(policy, q, l.rung) {
         if let IopsLimit::Refused(why) = obs.mclock_iops_limit() {
             next.ladder.limit_hurt = true;
             let mut w = Want::new(
@@ -338,12 +347,7 @@ pub(super) fn climb(
         }
         next.ladder.entered_p99 = Some(p99);
         // Rung 2 under mClock writes a number of IOPS, which only Pacific reads so.
-        let gate = if *q == OpQueue::Mclock
-            && l.rung == 1
-            && lp.max_rung >= 2
-            && steps(policy, q) > 0
-            && !l.limit_hurt
-        {
+        let gate = if l.rung == 1 && !l.limit_hurt && versions_matter(policy, q, l.rung) {
             obs.mclock_iops_limit()
         } else {
             IopsLimit::Pacific

@@ -26,7 +26,7 @@ use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
 pub use actor::{Actor, CephActor};
 pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
-pub use observation::{Observation, OpQueue};
+pub use observation::Observation;
 pub use policy::{BaselineSpec, Mode, Policy};
 pub use state::{EnforcerState, Time};
 pub use view::EnforcerView;
@@ -563,12 +563,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
         }
-        // Rung 2 under mClock writes Pacific's IOPS: which versions the OSDs run is read only
-        // when that rung may come next (rung 1) or is held (rung 2), one mon command.
-        let limit_next = matches!(self.state.ladder.rung, 1 | 2)
-            && self.policy.ladder.max_rung >= 2
-            && !self.policy.ladder.recovery_limits.is_empty();
-        if obs.stale.is_none() && involved && limit_next && obs.op_queue == OpQueue::Mclock {
+        // One mon command, only when the versions decide something (see `versions_matter`).
+        if obs.stale.is_none()
+            && involved
+            && ladder::versions_matter(&self.policy, &obs.op_queue, self.state.ladder.rung)
+        {
             obs.osd_versions = self
                 .actor
                 .osd_versions()
