@@ -661,7 +661,7 @@ impl Settings {
                 if url.is_empty() {
                     return Err(invalid(&source_origin, "latency source prometheus needs the Prometheus to ask: --prometheus.url http://prometheus:9090 (or prometheus.url in the file)"));
                 }
-                if let Err(e) = crate::cli::HttpTarget::parse(&url) {
+                if let Err(e) = crate::http_client::HttpTarget::parse(&url) {
                     return Err(invalid(&url_origin, e));
                 }
                 if policy.baseline == BaselineSpec::Learned && policy.mode != Mode::Off {

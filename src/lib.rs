@@ -2,6 +2,7 @@
 //! (later) an enforcer of a recovery-vs-latency policy. Data flows one way:
 //! `ceph` (runner + parsers) -> `collect` (Snapshot) -> `metrics` / `http`.
 
+pub mod atomic_file;
 pub mod ceph;
 pub mod cli;
 pub mod collect;
@@ -9,6 +10,8 @@ pub mod config;
 pub mod enforcer;
 pub mod fio;
 pub mod http;
+pub mod http_client;
 pub mod latency;
 pub mod metrics;
 pub mod tuning;
+pub mod units;

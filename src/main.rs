@@ -141,15 +141,16 @@ fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    ceph_recovery_budget::cli::HttpTarget::parse(&args.url)
+    ceph_recovery_budget::http_client::HttpTarget::parse(&args.url)
         .map_err(|e| anyhow::anyhow!("--url {e}"))?;
-    let body =
-        ceph_recovery_budget::cli::http_get(&args.url, "/api/status").with_context(|| {
+    let body = ceph_recovery_budget::http_client::http_get(&args.url, "/api/status").with_context(
+        || {
             format!(
                 "--url {}: is `ceph-recovery-budget serve` running there?",
                 args.url
             )
-        })?;
+        },
+    )?;
     if args.format == StatusFormat::Json {
         print_out(&format!("{body}\n"));
         return Ok(ExitCode::SUCCESS);
@@ -401,7 +402,7 @@ fn tune_decide(args: TuneDecideArgs) -> anyhow::Result<ExitCode> {
 fn tune_report(args: TuneReportArgs) -> anyhow::Result<ExitCode> {
     let record = tuning::record::TuningRecord::load(&args.record)?;
     if let Some(chart) = &args.chart {
-        tuning::record::write_atomically(chart, tuning::chart::svg(&record).as_bytes())
+        ceph_recovery_budget::atomic_file::write(chart, tuning::chart::svg(&record).as_bytes())
             .with_context(|| format!("writing the chart {}", chart.display()))?;
         eprintln!("chart written to {}", chart.display());
     }
@@ -521,7 +522,7 @@ fn experiment(args: ceph_recovery_budget::cli::ExperimentArgs) -> anyhow::Result
         if result.enforcer.is_some() {
             let json = serde_json::to_string_pretty(&result.decisions)
                 .context("encoding the decisions")?;
-            tuning::record::write_atomically(path, (json + "\n").as_bytes())
+            ceph_recovery_budget::atomic_file::write(path, (json + "\n").as_bytes())
                 .with_context(|| format!("writing the decisions to {}", path.display()))?;
             eprintln!(
                 "decisions of the enforced row written to {}",
@@ -857,11 +858,11 @@ fn build_enforcer<C: Client>(
         policy.mode.as_str(),
         policy.baseline,
         match (&policy.baseline, fixed) {
-            (BaselineSpec::Fio(_), Some(f)) => format!(" = write p99 {}", enforcer::fmt_ms(f)),
+            (BaselineSpec::Fio(_), Some(f)) => format!(" = write p99 {}", ceph_recovery_budget::units::fmt_ms(f)),
             _ => String::new(),
         },
         policy.multiplier,
-        enforcer::fmt_secs(policy.breach_for.as_secs_f64()),
+        ceph_recovery_budget::units::fmt_secs(policy.breach_for.as_secs_f64()),
         policy.suspend_when.as_str(),
         enforcer::ladder::describe(policy)
     );

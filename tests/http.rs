@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ceph_recovery_budget::ceph::fake::{FakeClient, Reply};
-use ceph_recovery_budget::cli::http_get;
 use ceph_recovery_budget::collect::{commands, CollectSettings, Collector, Snapshot};
 use ceph_recovery_budget::enforcer::policy::Policy;
 use ceph_recovery_budget::enforcer::{DecisionRecord, EnforcerView};
 use ceph_recovery_budget::http::{self, report::StatusReport};
+use ceph_recovery_budget::http_client::http_get;
 
 fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(format!(

@@ -4,6 +4,7 @@ pub mod admin_socket;
 pub mod any;
 pub mod cli;
 pub mod fake;
+pub mod ops;
 pub mod parse;
 pub mod rados;
 
@@ -50,6 +51,11 @@ impl Output {
     pub fn success(&self, command: &CephCommand) -> Result<&[u8], CephError> {
         if self.code == Some(0) {
             Ok(&self.stdout)
+        } else if self.code == Some(EACCES) {
+            Err(CephError::PermissionDenied {
+                command: command.to_string(),
+                stderr: first_lines(&self.stderr, 5),
+            })
         } else {
             Err(CephError::Failed {
                 command: command.to_string(),
@@ -76,6 +82,9 @@ pub enum CephError {
         code: Option<i32>,
         stderr: String,
     },
+    /// EACCES: the cephx user lacks a capability. Retrying does not help until the caps change.
+    #[error("`{command}` was refused with EACCES: the cephx user lacks a capability for it ({stderr}); grant the caps listed in docs/deployment.md (ceph auth caps ...) or use --ceph-name with a user that has them")]
+    PermissionDenied { command: String, stderr: String },
     #[error("reading the output of `{command}`: {source}")]
     Io {
         command: String,
@@ -97,12 +106,17 @@ impl CephError {
             CephError::Spawn { .. } => "spawn",
             CephError::Timeout { .. } => "timeout",
             CephError::Failed { .. } => "exit_status",
+            CephError::PermissionDenied { .. } => "permission_denied",
             CephError::Io { .. } => "io",
             CephError::Connect { .. } => "connect",
             CephError::Unsupported { .. } => "unsupported",
         }
     }
 }
+
+/// The exit code of the `ceph` CLI (and the errno a librados call returns) for "permission
+/// denied": the CLI exits with the errno of the mon's answer.
+const EACCES: i32 = 13;
 
 fn exit_text(code: Option<i32>) -> String {
     match code {

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::ceph::ops::{self, OpsError};
 use crate::ceph::parse::{self, ParseError};
 use crate::ceph::{CephCommand, CephError, Client};
 use crate::latency::aggregate::{Aggregator, Grouping};
@@ -59,26 +60,22 @@ impl CollectorName {
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
     #[error(transparent)]
-    Ceph(#[from] CephError),
-    #[error("cannot parse the output of `{command}`: {source}")]
-    Parse {
-        command: String,
-        #[source]
-        source: ParseError,
-    },
-    #[error("`{command}`: no OSD answered ({detail})")]
-    NoDaemonAnswered { command: String, detail: String },
+    Ops(#[from] OpsError),
     /// Not collected in this mode (never recorded: the collector is not in the snapshot).
     #[error("not collected in this mode")]
     Skipped,
 }
 
+impl From<CephError> for CollectError {
+    fn from(e: CephError) -> Self {
+        CollectError::Ops(e.into())
+    }
+}
+
 impl CollectError {
     pub fn reason(&self) -> &'static str {
         match self {
-            CollectError::Ceph(e) => e.reason(),
-            CollectError::Parse { .. } => "parse",
-            CollectError::NoDaemonAnswered { .. } => "no_daemon_answered",
+            CollectError::Ops(e) => e.reason(),
             CollectError::Skipped => "skipped",
         }
     }
@@ -288,80 +285,22 @@ pub mod commands {
     }
 }
 
-fn parse_with<T>(
-    command: &CephCommand,
-    out: &[u8],
-    f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
-) -> Result<T, CollectError> {
-    f(out).map_err(|source| CollectError::Parse {
-        command: command.to_string(),
-        source,
-    })
-}
-
+/// [`ops::run_parsed`] with the collector's error.
 pub(crate) async fn run_parsed<C: Client, T>(
     client: &C,
     command: CephCommand,
     f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
 ) -> Result<T, CollectError> {
-    let out = client.run(&command).await?;
-    let stdout = out.success(&command)?;
-    parse_with(&command, stdout, f)
+    Ok(ops::run_parsed(client, command, f).await?)
 }
 
-/// Runs `tell osd.* ...` and parses each OSD's answer; OSDs that fail are reported, not fatal,
-/// as long as one answered. `tell` exits non-zero when any OSD is down, so the exit code alone
-/// does not decide.
+/// [`ops::run_tell`] with the collector's error.
 pub(crate) async fn run_tell<C: Client, T>(
     client: &C,
     command: CephCommand,
     f: impl Fn(&[u8]) -> Result<T, ParseError>,
 ) -> Result<(BTreeMap<String, T>, BTreeMap<String, String>), CollectError> {
-    let out = client.run(&command).await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut ok = BTreeMap::new();
-    let mut failed = BTreeMap::new();
-    for part in parse::tell::split(&text) {
-        match part {
-            Ok(d) => match f(d.body.as_bytes()) {
-                Ok(v) => {
-                    ok.insert(d.daemon, v);
-                }
-                Err(e) => {
-                    failed.insert(d.daemon, e.to_string());
-                }
-            },
-            Err(e) => {
-                let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
-                failed.insert(who, e.message.clone());
-            }
-        }
-    }
-    // A down OSD leaves only a blank line on stdout; stderr says which one (exit code 6).
-    for e in parse::tell::stderr_errors(&out.stderr) {
-        let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
-        if !ok.contains_key(&who) {
-            failed.entry(who).or_insert(e.message);
-        }
-    }
-    if ok.is_empty() {
-        let detail = if let Err(e) = out.success(&command) {
-            e.to_string()
-        } else if failed.is_empty() {
-            "empty output".to_string()
-        } else {
-            failed
-                .iter()
-                .map(|(d, m)| format!("{d}: {m}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        return Err(CollectError::NoDaemonAnswered {
-            command: command.to_string(),
-            detail,
-        });
-    }
-    Ok((ok, failed))
+    Ok(ops::run_tell(client, command, f).await?)
 }
 
 /// Settings of the collector task.

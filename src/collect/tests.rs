@@ -462,31 +462,35 @@ fn a_slow_cluster_stretches_the_staleness_limit_to_three_cycles() {
 #[test]
 fn every_error_reason_is_published_from_the_start() {
     let errors = [
-        CollectError::Ceph(CephError::Spawn {
+        CollectError::Ops(OpsError::Ceph(CephError::Spawn {
             program: "ceph".into(),
             source: std::io::Error::other("x"),
-        }),
-        CollectError::Ceph(CephError::Timeout {
+        })),
+        CollectError::Ops(OpsError::Ceph(CephError::Timeout {
             command: "c".into(),
             timeout: Duration::from_secs(1),
-        }),
-        CollectError::Ceph(CephError::Failed {
+        })),
+        CollectError::Ops(OpsError::Ceph(CephError::Failed {
             command: "c".into(),
             code: Some(22),
             stderr: String::new(),
-        }),
-        CollectError::Ceph(CephError::Io {
+        })),
+        CollectError::Ops(OpsError::Ceph(CephError::Io {
             command: "c".into(),
             source: std::io::Error::other("x"),
-        }),
-        CollectError::Parse {
+        })),
+        CollectError::Ops(OpsError::Parse {
             command: "c".into(),
             source: crate::ceph::parse::ParseError::Empty,
-        },
-        CollectError::NoDaemonAnswered {
+        }),
+        CollectError::Ops(OpsError::NoDaemonAnswered {
             command: "c".into(),
             detail: String::new(),
-        },
+        }),
+        CollectError::Ops(OpsError::Ceph(CephError::PermissionDenied {
+            command: "c".into(),
+            stderr: String::new(),
+        })),
     ];
     for e in errors {
         assert!(

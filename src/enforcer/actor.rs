@@ -4,38 +4,35 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
-use crate::ceph::parse::config_dump;
-use crate::ceph::parse::versions::OsdVersion;
+pub use crate::ceph::ops::OsdVersions;
+use crate::ceph::ops::{self, OpsError};
+use crate::ceph::{CephError, Client};
 
-/// How many OSDs run each version.
-pub type OsdVersions = BTreeMap<OsdVersion, u64>;
-use crate::ceph::{CephCommand, Client};
-
-/// Changes the cluster's configuration for all OSDs. Errors are messages for the decision log.
+/// Changes the cluster's configuration for all OSDs, through [`crate::ceph::ops`].
 pub trait Actor: Send + Sync + 'static {
     /// `ceph config set osd KEY VALUE`
-    fn set(&self, key: &str, value: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn set(&self, key: &str, value: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph config rm osd KEY` (back to "not set")
-    fn rm(&self, key: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn rm(&self, key: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// The `osd`-section values of `keys` in the config database (None = not set).
     fn configured(
         &self,
         keys: &[String],
-    ) -> impl Future<Output = Result<BTreeMap<String, Option<String>>, String>> + Send;
+    ) -> impl Future<Output = Result<BTreeMap<String, Option<String>>, OpsError>> + Send;
     /// `ceph tell osd.* config set KEY VALUE` (the running OSDs; not persisted)
-    fn push(&self, key: &str, value: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn push(&self, key: &str, value: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph tell osd.* config unset KEY`: drops a pushed value from the running OSDs. Under a
     /// built-in profile that also drops the profile's value until it is applied again, so it
     /// only comes before a profile change (checked on the lab, 16.2.15).
-    fn unpush(&self, key: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn unpush(&self, key: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// The OSD map's flags (`ceph osd dump` "flags").
-    fn flags(&self) -> impl Future<Output = Result<BTreeSet<String>, String>> + Send;
+    fn flags(&self) -> impl Future<Output = Result<BTreeSet<String>, OpsError>> + Send;
     /// How many OSDs run each Ceph version (`ceph versions`).
-    fn osd_versions(&self) -> impl Future<Output = Result<OsdVersions, String>> + Send;
+    fn osd_versions(&self) -> impl Future<Output = Result<OsdVersions, OpsError>> + Send;
     /// `ceph osd set FLAG`
-    fn set_flag(&self, flag: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn set_flag(&self, flag: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph osd unset FLAG`
-    fn unset_flag(&self, flag: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn unset_flag(&self, flag: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
 }
 
 pub struct CephActor<C> {
@@ -46,74 +43,47 @@ impl<C: Client> CephActor<C> {
     pub fn new(client: C) -> Self {
         Self { client }
     }
-
-    async fn run(&self, args: &[&str]) -> Result<Vec<u8>, String> {
-        let cmd = CephCommand::new(args.iter().copied());
-        let out = self.client.run(&cmd).await.map_err(|e| e.to_string())?;
-        out.success(&cmd)
-            .map(<[u8]>::to_vec)
-            .map_err(|e| e.to_string())
-    }
 }
 
 impl<C: Client> Actor for CephActor<C> {
-    async fn set(&self, key: &str, value: &str) -> Result<(), String> {
-        self.run(&["config", "set", "osd", key, value])
-            .await
-            .map(|_| ())
+    async fn set(&self, key: &str, value: &str) -> Result<(), OpsError> {
+        ops::config_set_osd(&self.client, key, value).await
     }
 
-    async fn rm(&self, key: &str) -> Result<(), String> {
-        self.run(&["config", "rm", "osd", key]).await.map(|_| ())
+    async fn rm(&self, key: &str) -> Result<(), OpsError> {
+        ops::config_rm_osd(&self.client, key).await
     }
 
     async fn configured(
         &self,
         keys: &[String],
-    ) -> Result<BTreeMap<String, Option<String>>, String> {
-        let out = self.run(&["config", "dump"]).await?;
-        let entries = config_dump::parse(&out)
-            .map_err(|e| format!("cannot parse `ceph config dump`: {e}"))?;
-        // Only whole-section `osd` entries: that is what `config set osd` writes. Per-daemon
-        // (`osd.3`) or masked entries that win over it show up as OSDs not taking a profile.
-        let osd: Vec<(String, String)> = entries
-            .into_iter()
-            .filter(|e| e.section == "osd" && e.mask.is_empty())
-            .map(|e| (e.name, e.value))
-            .collect();
-        Ok(super::configured_map(&osd, keys))
+    ) -> Result<BTreeMap<String, Option<String>>, OpsError> {
+        let entries = ops::config_dump(&self.client).await?;
+        Ok(ops::osd_section_values(&entries, keys))
     }
 
-    async fn push(&self, key: &str, value: &str) -> Result<(), String> {
-        self.run(&["tell", "osd.*", "config", "set", key, value])
-            .await
-            .map(|_| ())
+    async fn push(&self, key: &str, value: &str) -> Result<(), OpsError> {
+        ops::tell_osds_set(&self.client, key, value).await
     }
 
-    async fn unpush(&self, key: &str) -> Result<(), String> {
-        self.run(&["tell", "osd.*", "config", "unset", key])
-            .await
-            .map(|_| ())
+    async fn unpush(&self, key: &str) -> Result<(), OpsError> {
+        ops::tell_osds_unset(&self.client, key).await
     }
 
-    async fn flags(&self) -> Result<BTreeSet<String>, String> {
-        let out = self.run(&["osd", "dump"]).await?;
-        crate::ceph::parse::osd_dump::flags(&out)
-            .map_err(|e| format!("cannot read the flags of `ceph osd dump`: {e}"))
+    async fn flags(&self) -> Result<BTreeSet<String>, OpsError> {
+        ops::osd_flags(&self.client).await
     }
 
-    async fn osd_versions(&self) -> Result<OsdVersions, String> {
-        let out = self.run(&["versions"]).await?;
-        crate::ceph::parse::versions::osd_versions(&out)
-            .map_err(|e| format!("cannot read `ceph versions`: {e}"))
+    async fn osd_versions(&self) -> Result<OsdVersions, OpsError> {
+        ops::osd_versions(&self.client).await
     }
 
-    async fn set_flag(&self, flag: &str) -> Result<(), String> {
-        self.run(&["osd", "set", flag]).await.map(|_| ())
+    async fn set_flag(&self, flag: &str) -> Result<(), OpsError> {
+        ops::osd_set_flag(&self.client, flag).await
     }
 
-    async fn unset_flag(&self, flag: &str) -> Result<(), String> {
-        self.run(&["osd", "unset", flag]).await.map(|_| ())
+    async fn unset_flag(&self, flag: &str) -> Result<(), OpsError> {
+        ops::osd_unset_flag(&self.client, flag).await
     }
 }
 
@@ -180,10 +150,11 @@ impl FakeActor {
 }
 
 impl Actor for FakeActor {
-    async fn set(&self, key: &str, value: &str) -> Result<(), String> {
-        self.log(format!("config set osd {key} {value}"));
+    async fn set(&self, key: &str, value: &str) -> Result<(), OpsError> {
+        let what = format!("config set osd {key} {value}");
+        self.log(what.clone());
         if self.should_fail() {
-            return Err("Error ETIMEDOUT: injected failure".into());
+            return Err(injected(&what));
         }
         self.set_by_hand(key, value);
         use std::sync::atomic::Ordering;
@@ -192,15 +163,19 @@ impl Actor for FakeActor {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err("`ceph config set` did not finish within 10s and was killed".into());
+            return Err(OpsError::Ceph(CephError::Timeout {
+                command: format!("ceph {what}"),
+                timeout: std::time::Duration::from_secs(10),
+            }));
         }
         Ok(())
     }
 
-    async fn rm(&self, key: &str) -> Result<(), String> {
-        self.log(format!("config rm osd {key}"));
+    async fn rm(&self, key: &str) -> Result<(), OpsError> {
+        let what = format!("config rm osd {key}");
+        self.log(what.clone());
         if self.should_fail() {
-            return Err("Error ETIMEDOUT: injected failure".into());
+            return Err(injected(&what));
         }
         if let Ok(mut db) = self.db.lock() {
             db.remove(key);
@@ -211,31 +186,31 @@ impl Actor for FakeActor {
     async fn configured(
         &self,
         keys: &[String],
-    ) -> Result<BTreeMap<String, Option<String>>, String> {
-        let db = self.db.lock().map_err(|_| "poisoned".to_string())?;
+    ) -> Result<BTreeMap<String, Option<String>>, OpsError> {
+        let db = self.db.lock().map(|db| db.clone()).unwrap_or_default();
         Ok(keys
             .iter()
             .map(|k| (k.clone(), db.get(k).cloned()))
             .collect())
     }
 
-    async fn push(&self, key: &str, value: &str) -> Result<(), String> {
+    async fn push(&self, key: &str, value: &str) -> Result<(), OpsError> {
         self.log(format!("tell osd.* config set {key} {value}"));
         Ok(())
     }
 
-    async fn unpush(&self, key: &str) -> Result<(), String> {
+    async fn unpush(&self, key: &str) -> Result<(), OpsError> {
         self.log(format!("tell osd.* config unset {key}"));
         Ok(())
     }
 
-    async fn flags(&self) -> Result<BTreeSet<String>, String> {
+    async fn flags(&self) -> Result<BTreeSet<String>, OpsError> {
         Ok(self.flags_now())
     }
 
-    async fn osd_versions(&self) -> Result<OsdVersions, String> {
+    async fn osd_versions(&self) -> Result<OsdVersions, OpsError> {
         let given = self.versions.lock().ok().and_then(|v| v.clone());
-        given.unwrap_or_else(|| {
+        given.map(|v| v.map_err(|e| injected_with("versions", &e))).unwrap_or_else(|| {
             Ok(BTreeMap::from([(
                 crate::ceph::parse::versions::version_line(
                     "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)",
@@ -245,8 +220,9 @@ impl Actor for FakeActor {
         })
     }
 
-    async fn set_flag(&self, flag: &str) -> Result<(), String> {
-        self.log(format!("osd set {flag}"));
+    async fn set_flag(&self, flag: &str) -> Result<(), OpsError> {
+        let what = format!("osd set {flag}");
+        self.log(what.clone());
         let path = self.state_file.lock().ok().and_then(|p| p.clone());
         if let Some(path) = path {
             let listed = super::EnforcerState::load(&path)
@@ -257,18 +233,32 @@ impl Actor for FakeActor {
             }
         }
         if self.flag_fails() {
-            return Err("Error ETIMEDOUT: injected failure".into());
+            return Err(injected(&what));
         }
         self.flag_by_hand(flag, true);
         Ok(())
     }
 
-    async fn unset_flag(&self, flag: &str) -> Result<(), String> {
-        self.log(format!("osd unset {flag}"));
+    async fn unset_flag(&self, flag: &str) -> Result<(), OpsError> {
+        let what = format!("osd unset {flag}");
+        self.log(what.clone());
         if self.flag_fails() {
-            return Err("Error ETIMEDOUT: injected failure".into());
+            return Err(injected(&what));
         }
         self.flag_by_hand(flag, false);
         Ok(())
     }
+}
+
+/// The failure a fake command reports: what the CLI prints for a mon that timed out.
+fn injected(what: &str) -> OpsError {
+    injected_with(what, "Error ETIMEDOUT: injected failure")
+}
+
+fn injected_with(what: &str, stderr: &str) -> OpsError {
+    OpsError::Ceph(CephError::Failed {
+        command: format!("ceph {what}"),
+        code: Some(110),
+        stderr: stderr.to_string(),
+    })
 }

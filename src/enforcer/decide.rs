@@ -10,7 +10,7 @@ use super::observation::{Observation, OpQueue};
 use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy, SuspendWhen};
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Retry, Time};
-use super::{fmt_ms, fmt_secs};
+use crate::units::{fmt_ms, fmt_secs};
 
 pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
 const HOUR: f64 = 3600.0;

@@ -14,7 +14,7 @@ use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState};
 
 type DecisionNotes = Vec<DecisionRecord>;
-use super::{fmt_ms, fmt_secs};
+use crate::units::{fmt_ms, fmt_secs};
 
 pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
 pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";

@@ -24,32 +24,13 @@ use tokio::sync::watch;
 use crate::collect::Snapshot;
 use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
+use crate::units::{fmt_ms, fmt_secs};
 pub use actor::{Actor, CephActor};
 pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
 pub use observation::Observation;
 pub use policy::{BaselineSpec, Mode, Policy};
 pub use state::{EnforcerState, Time};
 pub use view::EnforcerView;
-
-/// "38.2 ms"
-pub fn fmt_ms(seconds: f64) -> String {
-    let ms = seconds * 1000.0;
-    if ms >= 100.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
-}
-
-/// "15m0s", "42s"
-pub fn fmt_secs(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, m, sec) => format!("{h}h{m}m{sec}s"),
-    }
-}
 
 /// Wall-clock time for the pure code and the log. The tokio-based clock advances with tokio's
 /// (pausable) clock, so the loop can be tested under `tokio::time::pause`.
@@ -572,7 +553,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 .actor
                 .osd_versions()
                 .await
-                .map(|v| v.into_iter().collect());
+                .map(|v| v.into_iter().collect())
+                .map_err(|e| e.to_string());
         }
         if obs.stale.is_none() && involved {
             match self.actor.configured(&self.lever_keys()).await {
@@ -742,8 +724,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
         for c in &action.changes {
             match &c.to {
-                Some(v) => self.actor.set(&c.key, v).await?,
-                None => self.actor.rm(&c.key).await?,
+                Some(v) => self.actor.set(&c.key, v).await.map_err(|e| e.to_string())?,
+                None => self.actor.rm(&c.key).await.map_err(|e| e.to_string())?,
             }
         }
         // The running OSDs too: a down OSD gets the config database's value when it starts,

@@ -262,7 +262,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
 
 fn fmt(s: Option<f64>) -> String {
     match s {
-        Some(v) => super::fmt_ms(v),
+        Some(v) => crate::units::fmt_ms(v),
         None => "n/a (no writes)".to_string(),
     }
 }

@@ -71,7 +71,7 @@ impl<'de> serde::Deserialize<'de> for BaselineSpec {
 impl fmt::Display for BaselineSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BaselineSpec::Fixed(d) => write!(f, "{}", crate::enforcer::fmt_ms(d.as_secs_f64())),
+            BaselineSpec::Fixed(d) => write!(f, "{}", crate::units::fmt_ms(d.as_secs_f64())),
             BaselineSpec::Fio(p) => write!(f, "fio:{}", p.display()),
             BaselineSpec::Learned => f.write_str("learned"),
         }

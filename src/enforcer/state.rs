@@ -234,23 +234,14 @@ impl EnforcerState {
         }
     }
 
-    /// Writes atomically: a temporary file in the same directory, fsync, rename.
+    /// Writes atomically (see [`crate::atomic_file::write`]).
     pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
-        use std::io::Write;
         let err = |source| StateFileError::Write {
             path: path.display().to_string(),
             source,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
-        let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(&bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)?;
-        Ok(())
+        crate::atomic_file::write(path, &bytes).map_err(err)
     }
 
     /// The part worth persisting changed (notes and phase alone do not need a write).

@@ -6,7 +6,8 @@ use tokio::time::Instant;
 
 use crate::collect::safety::pool_safety;
 use crate::collect::Snapshot;
-use crate::enforcer::{fmt_ms, fmt_secs, EnforcerView};
+use crate::enforcer::EnforcerView;
+use crate::units::{fmt_ms, fmt_secs};
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct StatusReport {
@@ -213,7 +214,7 @@ impl StatusReport {
                 } else {
                     ""
                 },
-                crate::enforcer::fmt_secs(num("paused_seconds").unwrap_or(0.0))
+                crate::units::fmt_secs(num("paused_seconds").unwrap_or(0.0))
             ));
         }
         if let Some(flags) = e

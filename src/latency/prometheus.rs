@@ -101,7 +101,7 @@ pub async fn poll(
         let (u, p) = (url.clone(), path.clone());
         let fetched = tokio::time::timeout(
             interval.max(Duration::from_secs(5)),
-            tokio::task::spawn_blocking(move || crate::cli::http_get(&u, &p)),
+            tokio::task::spawn_blocking(move || crate::http_client::http_get(&u, &p)),
         )
         .await;
         let value = match fetched {

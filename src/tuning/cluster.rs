@@ -3,52 +3,16 @@
 
 use std::collections::BTreeMap;
 
+use crate::ceph::ops;
 use crate::ceph::parse::{self, config_dump::ConfigEntry, ParseError};
 use crate::ceph::{CephCommand, Client};
-use crate::collect::{self, commands};
 
 use super::knowledge::SchedulerFacts;
 use super::TuningError;
 
-async fn run<C: Client>(client: &C, args: &[&str]) -> Result<Vec<u8>, TuningError> {
-    let cmd = CephCommand::new(args.iter().copied());
-    let out = client
-        .run(&cmd)
-        .await
-        .map_err(|e| TuningError::Ceph(e.to_string()))?;
-    out.success(&cmd)
-        .map(<[u8]>::to_vec)
-        .map_err(|e| TuningError::Ceph(e.to_string()))
-}
-
-fn parsed<T>(what: &str, r: Result<T, ParseError>) -> Result<T, TuningError> {
-    r.map_err(|e| TuningError::Ceph(format!("cannot parse `ceph {what}`: {e}")))
-}
-
-pub async fn status<C: Client>(client: &C) -> Result<parse::status::ClusterStatus, TuningError> {
-    let out = run(client, &["status"]).await?;
-    parsed("status", parse::status::parse(&out))
-}
-
-pub async fn config_dump<C: Client>(client: &C) -> Result<Vec<ConfigEntry>, TuningError> {
-    let out = run(client, &["config", "dump"]).await?;
-    parsed("config dump", parse::config_dump::parse(&out))
-}
-
-/// `ceph config get osd NAME`: the value the database gives OSDs (its default when not set).
-/// Fails for an option Ceph does not know.
-pub async fn config_get_osd<C: Client>(client: &C, name: &str) -> Result<String, TuningError> {
-    let out = run(client, &["config", "get", "osd", name]).await?;
-    parsed("config get", parse::config_value::parse_plain(&out))
-}
-
-/// The value `ceph config set osd NAME` writes: section `osd`, no mask. `None` = not set there.
-pub fn osd_section_value(entries: &[ConfigEntry], name: &str) -> Option<String> {
-    entries
-        .iter()
-        .find(|e| e.section == "osd" && e.mask.is_empty() && same_option(&e.name, name))
-        .map(|e| e.value.clone())
-}
+pub use crate::ceph::ops::{
+    config_dump, config_get_osd, osd_flags, osd_section_value, osd_values, same_option, status,
+};
 
 /// Entries for `name` that beat the section-wide `osd` value for some OSDs (a per-daemon
 /// section or a mask), as "osd.3 = 1" lines for warnings.
@@ -67,27 +31,7 @@ pub fn narrower_values(entries: &[ConfigEntry], name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Ceph accepts `osd-max-backfills` for `osd_max_backfills`.
-pub fn same_option(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .all(|(x, y)| x == y || (matches!(x, b'-' | b'_') && matches!(y, b'-' | b'_')))
-}
-
 pub use crate::ceph::parse::config_value::same_value;
-
-/// What each OSD runs for `key` (`ceph tell osd.* config get KEY`), and the OSDs that did not say.
-pub async fn osd_values<C: Client>(
-    client: &C,
-    key: &str,
-) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), TuningError> {
-    collect::run_tell(client, commands::osd_config_get(key), |b| {
-        parse::config_value::parse_tell_config_get(b, key)
-    })
-    .await
-    .map_err(|e| TuningError::Ceph(e.to_string()))
-}
 
 /// The scheduler the OSDs run, from the daemons themselves (a value in ceph.conf beats the
 /// config database, so the database alone can be wrong). `warnings` says when OSDs disagree.
@@ -143,15 +87,11 @@ fn agreed(
 }
 
 pub async fn set<C: Client>(client: &C, name: &str, value: &str) -> Result<(), TuningError> {
-    run(client, &["config", "set", "osd", name, value])
-        .await
-        .map(|_| ())
+    Ok(ops::config_set_osd(client, name, value).await?)
 }
 
 pub async fn rm<C: Client>(client: &C, name: &str) -> Result<(), TuningError> {
-    run(client, &["config", "rm", "osd", name])
-        .await
-        .map(|_| ())
+    Ok(ops::config_rm_osd(client, name).await?)
 }
 
 /// Puts `name` back to `before` in the `osd` section (`None`: removes it) and checks the config
@@ -174,7 +114,7 @@ pub async fn restore<C: Client>(
     if restored {
         Ok(())
     } else {
-        Err(TuningError::Ceph(format!(
+        Err(TuningError::Cluster(format!(
             "after restoring {name} the config database shows {} instead of {}: check `ceph config dump | grep {name}`",
             now.as_deref().unwrap_or("not set"),
             before.unwrap_or("not set")
@@ -182,17 +122,9 @@ pub async fn restore<C: Client>(
     }
 }
 
-/// The OSD map flags set now (`ceph osd dump`), e.g. nobackfill, norecover, noout.
-pub async fn osd_flags<C: Client>(
-    client: &C,
-) -> Result<std::collections::BTreeSet<String>, TuningError> {
-    let out = run(client, &["osd", "dump"]).await?;
-    parsed("osd dump", parse::osd_dump::flags(&out))
-}
-
 /// `ceph osd unset FLAG`.
 pub async fn unset_flag<C: Client>(client: &C, flag: &str) -> Result<(), TuningError> {
-    run(client, &["osd", "unset", flag]).await.map(|_| ())
+    Ok(ops::osd_unset_flag(client, flag).await?)
 }
 
 /// Object copies per OSD (`ceph pg ls`: each PG's objects count once on every OSD of its up
@@ -200,8 +132,7 @@ pub async fn unset_flag<C: Client>(client: &C, flag: &str) -> Result<(), TuningE
 pub async fn object_copies_per_osd<C: Client>(
     client: &C,
 ) -> Result<Vec<(String, u64)>, TuningError> {
-    let out = run(client, &["pg", "ls"]).await?;
-    parsed("pg ls", objects_per_osd(&out))
+    Ok(ops::run_parsed(client, CephCommand::new(["pg", "ls"]), objects_per_osd).await?)
 }
 
 pub fn objects_per_osd(out: &[u8]) -> Result<Vec<(String, u64)>, ParseError> {
@@ -260,19 +191,12 @@ mod tests {
     }
 
     #[test]
-    fn the_osd_section_value_is_the_one_config_set_osd_writes() {
+    fn narrower_values_name_the_entries_that_beat_the_osd_section() {
         let dump = vec![
             entry("global", "osd_max_backfills", "3", ""),
             entry("osd", "osd_max_backfills", "2", "class:hdd"),
             entry("osd.3", "osd_max_backfills", "5", ""),
         ];
-        assert_eq!(osd_section_value(&dump, "osd_max_backfills"), None);
-        let mut with = dump.clone();
-        with.push(entry("osd", "osd-max-backfills", "1", ""));
-        assert_eq!(
-            osd_section_value(&with, "osd_max_backfills").as_deref(),
-            Some("1")
-        );
         assert_eq!(
             narrower_values(&dump, "osd_max_backfills"),
             vec!["osd/class:hdd = 2", "osd.3 = 5"]
@@ -286,8 +210,6 @@ mod tests {
         assert!(same_value(" 4", "4"));
         assert!(!same_value("4", "8"));
         assert!(!same_value("balanced", "high_client_ops"));
-        assert!(same_option("osd-max-backfills", "osd_max_backfills"));
-        assert!(!same_option("osd_max_backfill", "osd_max_backfills"));
     }
 
     #[test]

@@ -43,7 +43,7 @@ fn save_raw(record: &Path, name: &str, text: &str) -> Result<String, TuningError
     std::fs::create_dir_all(&dir)
         .map_err(|e| TuningError::Io(format!("creating {}: {e}", dir.display())))?;
     let path = dir.join(name);
-    super::record::write_atomically(&path, text.as_bytes())
+    crate::atomic_file::write(&path, text.as_bytes())
         .map_err(|e| TuningError::Io(format!("writing {}: {e}", path.display())))?;
     Ok(path.display().to_string())
 }
@@ -359,7 +359,7 @@ pub async fn step<C: Client, F: FioRunner>(
         if !plan.force {
             return Err(refuse(format!(
                 "not starting a {} step that would be wasted:\n  - {}\n(pass --force to measure it anyway)",
-                crate::enforcer::fmt_secs((plan.settle + plan.window).as_secs_f64()),
+                crate::units::fmt_secs((plan.settle + plan.window).as_secs_f64()),
                 wasted.join("\n  - ")
             )));
         }
@@ -405,7 +405,7 @@ pub async fn step<C: Client, F: FioRunner>(
             })
             .unwrap_or(true);
         if applied {
-            return Err(TuningError::Ceph(format!(
+            return Err(TuningError::Cluster(format!(
                 "{e}; but {name} = {value} is (or may be) in the config database now: step {number} stays in the record, undecided; check `ceph config dump | grep {name}`, then `ceph-recovery-budget tune decide --record {} --revert` (or --keep)",
                 plan.record.display()
             )));

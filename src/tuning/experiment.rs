@@ -40,7 +40,7 @@ use super::report::fmt_magnitude;
 use super::TuningError;
 use crate::ceph::parse::status::ClusterStatus;
 use crate::ceph::Client;
-use crate::enforcer::{fmt_ms, fmt_secs};
+use crate::units::{fmt_ms, fmt_secs};
 
 /// Every row, in the order they run by default.
 pub const DEFAULT_ROWS: &str = "no-recovery,balanced,high_client_ops,high_recovery_ops,enforced";

@@ -14,7 +14,7 @@ use super::report::fmt_magnitude as fmt_rate;
 use crate::ceph::parse;
 use crate::ceph::Client;
 use crate::collect::commands;
-use crate::enforcer::fmt_secs;
+use crate::units::fmt_secs;
 
 /// One `ceph status` reading.
 #[derive(Debug, Clone, Copy, PartialEq)]

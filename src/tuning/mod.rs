@@ -14,8 +14,11 @@ pub mod report;
 /// Why a tuning command stopped. Each says what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum TuningError {
+    #[error(transparent)]
+    Ceph(#[from] crate::ceph::ops::OpsError),
+    /// The cluster is not in the state a step needs or left it in (a value not restored...).
     #[error("{0}")]
-    Ceph(String),
+    Cluster(String),
     #[error(transparent)]
     Record(#[from] record::RecordError),
     /// A precondition does not hold (an undecided step, a wasted step, two settings...).

@@ -361,7 +361,7 @@ impl TuningRecord {
     /// crash or Ctrl-C leaves either the old record or the new one, never half of one.
     pub fn save(&self, path: &Path) -> Result<(), RecordError> {
         let text = self.to_yaml()?;
-        write_atomically(path, text.as_bytes()).map_err(|source| RecordError::Write {
+        crate::atomic_file::write(path, text.as_bytes()).map_err(|source| RecordError::Write {
             path: path.to_path_buf(),
             source,
         })
@@ -414,22 +414,6 @@ impl TuningRecord {
     pub fn next_step_number(&self) -> u32 {
         self.steps.iter().map(|s| s.number).max().unwrap_or(0) + 1
     }
-}
-
-/// Temp file in the same directory (same filesystem), fsync, rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = sibling(path, &format!("tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// `SystemTime` as RFC 3339 UTC to the second, the form every date in the record takes.

@@ -164,7 +164,7 @@ pub async fn sweep<C: Client, F: FioRunner>(
     }
     // Both errors matter; the restore's is the one that leaves the cluster changed.
     if let (Err(measuring), Err(restoring)) = (&outcome, &restored) {
-        return Err(TuningError::Ceph(format!(
+        return Err(TuningError::Cluster(format!(
             "{restoring}; and the sweep itself failed: {measuring}"
         )));
     }
@@ -268,7 +268,7 @@ async fn wait_for_recovery<C: Client>(
         }
         progress.update(&format!(
             "waiting for the recovery to start ({} left)",
-            crate::enforcer::fmt_secs((deadline - now).as_secs_f64())
+            crate::units::fmt_secs((deadline - now).as_secs_f64())
         ));
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(2)) => {}

@@ -12,9 +12,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 
 use super::*;
+use crate::ceph::ops::{run_tell, OpsError};
 use crate::ceph::parse::test_support::{fixture, fixture_str};
 use crate::ceph::parse::{histogram, tell};
-use crate::collect::{commands, run_tell, CollectError};
+use crate::collect::commands;
 use crate::latency::Histogram;
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -584,7 +585,7 @@ async fn no_osd_socket_is_a_clear_failure() {
         out.stderr
     );
     match run_tell(&client, histograms_cmd(), histogram::parse_write_latency).await {
-        Err(e @ CollectError::NoDaemonAnswered { .. }) => {
+        Err(e @ OpsError::NoDaemonAnswered { .. }) => {
             let msg = e.to_string();
             assert!(msg.contains(&dir.0.display().to_string()), "{msg}");
         }

@@ -1,0 +1,315 @@
+//! The Ceph operations every part of the program uses, over any [`Client`] backend: the
+//! collector's reads, the enforcer's changes and the tuning commands' reads and changes all go
+//! through these functions, so a command is spelled, checked and parsed in one place and fails
+//! with one typed error ([`OpsError`]) whose [`OpsError::reason`] labels metrics.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::parse::{self, config_dump::ConfigEntry, versions::OsdVersion, ParseError};
+use super::{CephCommand, CephError, Client};
+
+/// How many OSDs run each version.
+pub type OsdVersions = BTreeMap<OsdVersion, u64>;
+
+/// Why a Ceph operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    #[error(transparent)]
+    Ceph(#[from] CephError),
+    #[error("cannot parse the output of `{command}`: {source}")]
+    Parse {
+        command: String,
+        #[source]
+        source: ParseError,
+    },
+    #[error("`{command}`: no OSD answered ({detail})")]
+    NoDaemonAnswered { command: String, detail: String },
+}
+
+impl OpsError {
+    /// Short, bounded label value for the `reason` of error counters.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OpsError::Ceph(e) => e.reason(),
+            OpsError::Parse { .. } => "parse",
+            OpsError::NoDaemonAnswered { .. } => "no_daemon_answered",
+        }
+    }
+
+    /// The cephx user lacks a capability: retrying cannot help until the caps change.
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, OpsError::Ceph(CephError::PermissionDenied { .. }))
+    }
+}
+
+/// Runs `command` and returns its stdout when it succeeded.
+pub async fn run<C: Client>(client: &C, command: &CephCommand) -> Result<Vec<u8>, OpsError> {
+    let out = client.run(command).await?;
+    Ok(out.success(command)?.to_vec())
+}
+
+async fn run_args<C: Client>(client: &C, args: &[&str]) -> Result<Vec<u8>, OpsError> {
+    run(client, &CephCommand::new(args.iter().copied())).await
+}
+
+/// Runs `command` and parses its stdout with `f`.
+pub async fn run_parsed<C: Client, T>(
+    client: &C,
+    command: CephCommand,
+    f: impl FnOnce(&[u8]) -> Result<T, ParseError>,
+) -> Result<T, OpsError> {
+    let out = client.run(&command).await?;
+    let stdout = out.success(&command)?;
+    f(stdout).map_err(|source| OpsError::Parse {
+        command: command.to_string(),
+        source,
+    })
+}
+
+/// Runs `tell osd.* ...` and parses each OSD's answer; OSDs that fail are reported, not fatal,
+/// as long as one answered. `tell` exits non-zero when any OSD is down, so the exit code alone
+/// does not decide.
+pub async fn run_tell<C: Client, T>(
+    client: &C,
+    command: CephCommand,
+    f: impl Fn(&[u8]) -> Result<T, ParseError>,
+) -> Result<(BTreeMap<String, T>, BTreeMap<String, String>), OpsError> {
+    let out = client.run(&command).await?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ok = BTreeMap::new();
+    let mut failed = BTreeMap::new();
+    for part in parse::tell::split(&text) {
+        match part {
+            Ok(d) => match f(d.body.as_bytes()) {
+                Ok(v) => {
+                    ok.insert(d.daemon, v);
+                }
+                Err(e) => {
+                    failed.insert(d.daemon, e.to_string());
+                }
+            },
+            Err(e) => {
+                let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
+                failed.insert(who, e.message.clone());
+            }
+        }
+    }
+    // A down OSD leaves only a blank line on stdout; stderr says which one (exit code 6).
+    for e in parse::tell::stderr_errors(&out.stderr) {
+        let who = e.daemon.clone().unwrap_or_else(|| "?".to_string());
+        if !ok.contains_key(&who) {
+            failed.entry(who).or_insert(e.message);
+        }
+    }
+    if ok.is_empty() {
+        // A refused command is a refused command, whichever OSD it went to.
+        if let Err(e @ CephError::PermissionDenied { .. }) = out.success(&command) {
+            return Err(e.into());
+        }
+        let detail = if let Err(e) = out.success(&command) {
+            e.to_string()
+        } else if failed.is_empty() {
+            "empty output".to_string()
+        } else {
+            failed
+                .iter()
+                .map(|(d, m)| format!("{d}: {m}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        return Err(OpsError::NoDaemonAnswered {
+            command: command.to_string(),
+            detail,
+        });
+    }
+    Ok((ok, failed))
+}
+
+/// `ceph status`
+pub async fn status<C: Client>(client: &C) -> Result<parse::status::ClusterStatus, OpsError> {
+    run_parsed(client, CephCommand::new(["status"]), parse::status::parse).await
+}
+
+/// `ceph config dump`: every entry of the config database.
+pub async fn config_dump<C: Client>(client: &C) -> Result<Vec<ConfigEntry>, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["config", "dump"]),
+        parse::config_dump::parse,
+    )
+    .await
+}
+
+/// `ceph config get osd NAME`: the value the database gives OSDs (its default when not set).
+/// Fails for an option Ceph does not know.
+pub async fn config_get_osd<C: Client>(client: &C, name: &str) -> Result<String, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["config", "get", "osd", name]),
+        parse::config_value::parse_plain,
+    )
+    .await
+}
+
+/// `ceph config set osd KEY VALUE`
+pub async fn config_set_osd<C: Client>(client: &C, key: &str, value: &str) -> Result<(), OpsError> {
+    run_args(client, &["config", "set", "osd", key, value])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph config rm osd KEY` (back to "not set")
+pub async fn config_rm_osd<C: Client>(client: &C, key: &str) -> Result<(), OpsError> {
+    run_args(client, &["config", "rm", "osd", key])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph tell osd.* config set KEY VALUE`: the running OSDs; not persisted.
+pub async fn tell_osds_set<C: Client>(client: &C, key: &str, value: &str) -> Result<(), OpsError> {
+    run_args(client, &["tell", "osd.*", "config", "set", key, value])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph tell osd.* config unset KEY`: drops a value pushed with [`tell_osds_set`].
+pub async fn tell_osds_unset<C: Client>(client: &C, key: &str) -> Result<(), OpsError> {
+    run_args(client, &["tell", "osd.*", "config", "unset", key])
+        .await
+        .map(|_| ())
+}
+
+/// What each OSD runs for `key` (`ceph tell osd.* config get KEY`), and the OSDs that did not say.
+pub async fn osd_values<C: Client>(
+    client: &C,
+    key: &str,
+) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), OpsError> {
+    run_tell(
+        client,
+        CephCommand::new(["tell", "osd.*", "config", "get", key]),
+        |b| parse::config_value::parse_tell_config_get(b, key),
+    )
+    .await
+}
+
+/// The OSD map's flags (`ceph osd dump` "flags"), e.g. nobackfill, norecover, noout.
+pub async fn osd_flags<C: Client>(client: &C) -> Result<BTreeSet<String>, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["osd", "dump"]),
+        parse::osd_dump::flags,
+    )
+    .await
+}
+
+/// `ceph osd set FLAG`
+pub async fn osd_set_flag<C: Client>(client: &C, flag: &str) -> Result<(), OpsError> {
+    run_args(client, &["osd", "set", flag]).await.map(|_| ())
+}
+
+/// `ceph osd unset FLAG`
+pub async fn osd_unset_flag<C: Client>(client: &C, flag: &str) -> Result<(), OpsError> {
+    run_args(client, &["osd", "unset", flag]).await.map(|_| ())
+}
+
+/// How many OSDs run each Ceph version (`ceph versions`).
+pub async fn osd_versions<C: Client>(client: &C) -> Result<OsdVersions, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["versions"]),
+        parse::versions::osd_versions,
+    )
+    .await
+    .map(|v| v.into_iter().collect())
+}
+
+/// The value `ceph config set osd NAME` writes: section `osd`, no mask. `None` = not set there.
+/// Per-daemon (`osd.3`) or masked entries that win over it show up as OSDs not taking a value.
+pub fn osd_section_value(entries: &[ConfigEntry], name: &str) -> Option<String> {
+    entries
+        .iter()
+        .find(|e| e.section == "osd" && e.mask.is_empty() && same_option(&e.name, name))
+        .map(|e| e.value.clone())
+}
+
+/// [`osd_section_value`] of each of `keys`.
+pub fn osd_section_values(
+    entries: &[ConfigEntry],
+    keys: &[String],
+) -> BTreeMap<String, Option<String>> {
+    keys.iter()
+        .map(|k| (k.clone(), osd_section_value(entries, k)))
+        .collect()
+}
+
+/// Ceph accepts `osd-max-backfills` for `osd_max_backfills`.
+pub fn same_option(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || (matches!(x, b'-' | b'_') && matches!(y, b'-' | b'_')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ceph::fake::{FakeClient, Reply};
+
+    fn entry(section: &str, name: &str, value: &str, mask: &str) -> ConfigEntry {
+        ConfigEntry::new(section, name, value, mask)
+    }
+
+    #[test]
+    fn the_osd_section_value_is_the_one_config_set_osd_writes() {
+        let dump = vec![
+            entry("global", "osd_max_backfills", "3", ""),
+            entry("osd", "osd_max_backfills", "2", "class:hdd"),
+            entry("osd.3", "osd_max_backfills", "5", ""),
+        ];
+        assert_eq!(osd_section_value(&dump, "osd_max_backfills"), None);
+        let mut with = dump.clone();
+        with.push(entry("osd", "osd-max-backfills", "1", ""));
+        assert_eq!(
+            osd_section_value(&with, "osd_max_backfills").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            osd_section_values(&with, &["osd_max_backfills".into(), "x".into()]),
+            BTreeMap::from([
+                ("osd_max_backfills".to_string(), Some("1".to_string())),
+                ("x".to_string(), None)
+            ])
+        );
+        assert!(same_option("osd-max-backfills", "osd_max_backfills"));
+        assert!(!same_option("osd_max_backfill", "osd_max_backfills"));
+    }
+
+    fn answering(code: i32, stderr: &str) -> FakeClient {
+        let client = FakeClient::new();
+        client.set(
+            &CephCommand::new(["config", "set", "osd", "k", "v"]),
+            Reply::fail(code, stderr),
+        );
+        client
+    }
+
+    #[tokio::test]
+    async fn eacces_is_permission_denied_and_says_what_to_do() {
+        let client = answering(13, "Error EACCES: access denied");
+        let e = config_set_osd(&client, "k", "v").await.unwrap_err();
+        assert_eq!(e.reason(), "permission_denied");
+        assert!(e.is_permission_denied());
+        let msg = e.to_string();
+        assert!(msg.contains("ceph config set osd k v"), "{msg}");
+        assert!(msg.contains("access denied"), "{msg}");
+        assert!(msg.contains("caps"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn other_failures_keep_their_exit_status() {
+        let client = answering(22, "Error EINVAL: bad");
+        let e = config_set_osd(&client, "k", "v").await.unwrap_err();
+        assert_eq!(e.reason(), "exit_status");
+        assert!(!e.is_permission_denied());
+    }
+}

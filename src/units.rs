@@ -1,0 +1,41 @@
+//! How numbers are written for people: every figure with its unit. Shared by the enforcer's
+//! decision log, `status`, the tuning commands and the HTTP pages.
+
+/// "38.2 ms"
+pub fn fmt_ms(seconds: f64) -> String {
+    let ms = seconds * 1000.0;
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// "15m0s", "42s"
+pub fn fmt_secs(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_keep_one_decimal_below_100() {
+        assert_eq!(fmt_ms(0.0382), "38.2 ms");
+        assert_eq!(fmt_ms(0.253), "253 ms");
+    }
+
+    #[test]
+    fn durations_read_as_hours_minutes_seconds() {
+        assert_eq!(fmt_secs(42.0), "42s");
+        assert_eq!(fmt_secs(900.0), "15m0s");
+        assert_eq!(fmt_secs(3725.0), "1h2m5s");
+        assert_eq!(fmt_secs(-3.0), "0s");
+    }
+}
