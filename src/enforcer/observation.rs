@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::ceph::parse::status::RecoveryCounts;
 use crate::ceph::parse::versions::OsdVersion;
 use crate::collect::safety::pool_safety;
 use crate::collect::Snapshot;
@@ -74,10 +75,13 @@ impl Observation {
     /// Recovery is active while objects are degraded or misplaced, PGs recover or backfill, or
     /// PGs are undersized (redundancy is not back yet, even before any object is degraded).
     pub fn recovery_active(&self) -> bool {
-        self.degraded_objects > 0
-            || self.misplaced_objects > 0
-            || self.pgs_recovering > 0
-            || self.undersized_pgs > 0
+        RecoveryCounts {
+            degraded_objects: self.degraded_objects,
+            misplaced_objects: self.misplaced_objects,
+            pgs_moving: self.pgs_recovering,
+            undersized_pgs: self.undersized_pgs,
+        }
+        .running()
     }
 
     /// See [`IopsLimit`].
@@ -135,13 +139,6 @@ impl Observation {
     }
 }
 
-const RECOVERY_WORDS: [&str; 4] = [
-    "recovering",
-    "recovery_wait",
-    "backfilling",
-    "backfill_wait",
-];
-
 /// Builds the cluster part of an observation from a snapshot, as of `now`. The caller adds p99,
 /// baseline and configured values.
 pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observation {
@@ -156,21 +153,12 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         }
     }
     if let Some(s) = snapshot.fresh(&snapshot.status, now) {
-        let st = &s.status;
-        obs.degraded_objects = st.degraded_objects;
-        obs.misplaced_objects = st.misplaced_objects;
+        let counts = s.status.recovery_counts();
+        obs.degraded_objects = counts.degraded_objects;
+        obs.misplaced_objects = counts.misplaced_objects;
         obs.recovery_rate = s.recovery_rate_delta;
-        obs.pgs_recovering = st
-            .pgs_by_state
-            .iter()
-            .filter(|(state, _)| state.split('+').any(|w| RECOVERY_WORDS.contains(&w)))
-            .map(|(_, n)| *n)
-            .sum();
-        obs.undersized_pgs = st
-            .pg_state_word_counts()
-            .get("undersized")
-            .copied()
-            .unwrap_or(0);
+        obs.pgs_recovering = counts.pgs_moving;
+        obs.undersized_pgs = counts.undersized_pgs;
     }
     if let (Some(pools), Some(pgs)) = (
         snapshot.fresh(&snapshot.pools, now),

@@ -350,9 +350,9 @@ pub async fn step<C: Client, F: FioRunner>(
     }
     let now = cluster::status(client).await?;
     same_cluster(&record, now.fsid.as_deref(), &plan.record)?;
-    if now.degraded_objects + now.misplaced_objects == 0 {
+    if !now.recovery_running() {
         wasted.push(
-            "no recovery is running (nothing degraded or misplaced), so the step's effect on recovery cannot be measured; start a controlled recovery first".to_string(),
+            "no recovery is running (nothing degraded, misplaced, moving or undersized), so the step's effect on recovery cannot be measured; start a controlled recovery first".to_string(),
         );
     }
     if !wasted.is_empty() {

@@ -54,16 +54,6 @@ pub const PAUSE_FLAGS: [&str; 2] = ["nobackfill", "norecover"];
 
 const PROFILE: &str = "osd_mclock_profile";
 
-/// PG state words of data still moving.
-const MOVING: [&str; 6] = [
-    "recovering",
-    "recovery_wait",
-    "recovery_toofull",
-    "backfilling",
-    "backfill_wait",
-    "backfill_toofull",
-];
-
 /// One row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
@@ -192,21 +182,6 @@ pub fn recovery_rate(peak_objects: u64, recovery: Duration) -> Option<f64> {
     (peak_objects > 0 && secs > 0.0).then(|| peak_objects as f64 / secs)
 }
 
-/// PGs whose data is moving (recovering, backfilling, or waiting to).
-pub fn pgs_moving(status: &ClusterStatus) -> u64 {
-    status
-        .pgs_by_state
-        .iter()
-        .filter(|(state, _)| state.split('+').any(|w| MOVING.contains(&w)))
-        .map(|(_, n)| *n)
-        .sum()
-}
-
-/// Objects degraded or misplaced, or PGs recovering or backfilling.
-pub fn recovery_running(status: &ClusterStatus) -> bool {
-    remaining(status) > 0 || pgs_moving(status) > 0
-}
-
 fn remaining(status: &ClusterStatus) -> u64 {
     status
         .degraded_objects
@@ -225,15 +200,7 @@ pub fn all_clean(status: &ClusterStatus) -> bool {
         })
         .map(|(_, n)| *n)
         .sum();
-    !recovery_running(status) && clean == status.num_pgs
-}
-
-fn undersized(status: &ClusterStatus) -> u64 {
-    status
-        .pg_state_word_counts()
-        .get("undersized")
-        .copied()
-        .unwrap_or(0)
+    !status.recovery_running() && clean == status.num_pgs
 }
 
 /// The value of an unlabelled sample in Prometheus' text format (the first sample of `name`,
@@ -618,12 +585,10 @@ pub async fn experiment<C: Client, P: Processes>(
         )));
     }
     let now = cluster::status(client).await?;
-    if recovery_running(&now) {
+    if now.recovery_running() {
         return Err(refuse(format!(
-            "a recovery is already running ({} degraded, {} misplaced objects, {} PGs recovering or backfilling): the no-recovery row would be wrong; start on a clean cluster",
-            now.degraded_objects,
-            now.misplaced_objects,
-            pgs_moving(&now)
+            "a recovery is already running ({}): the no-recovery row would be wrong; start on a clean cluster",
+            now.recovery_counts().describe()
         )));
     }
     let flags = cluster::osd_flags(client).await?;
@@ -752,7 +717,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
                 break;
             }
             if let Ok(s) = cluster::status(self.client).await {
-                if recovery_running(&s) && !moved {
+                if s.recovery_running() && !moved {
                     moved = true;
                     self.result.notes.push(format!(
                         "objects became degraded or misplaced during the no-recovery row ({} left): the baseline is not one without recovery",
@@ -1071,9 +1036,11 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
                     failures = 0;
                     watched.left = remaining(&s);
                     watched.peak = watched.peak.max(watched.left);
-                    watched.undersized_peak = watched.undersized_peak.max(undersized(&s));
+                    watched.undersized_peak = watched
+                        .undersized_peak
+                        .max(s.recovery_counts().undersized_pgs);
                     seen |= watched.left > 0;
-                    if seen && !recovery_running(&s) {
+                    if seen && !s.recovery_running() {
                         watched.finished_after = Some(start.elapsed());
                         break Ended::Done;
                     }

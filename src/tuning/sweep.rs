@@ -99,10 +99,10 @@ pub async fn sweep<C: Client, F: FioRunner>(
         )));
     }
     let now = cluster::status(client).await?;
-    if now.degraded_objects + now.misplaced_objects > 0 {
+    if now.recovery_running() {
         return Err(refuse(format!(
-            "a recovery is already running ({} degraded, {} misplaced objects): the no-recovery row would be wrong; run the sweep on a clean cluster",
-            now.degraded_objects, now.misplaced_objects
+            "a recovery is already running ({}): the no-recovery row would be wrong; run the sweep on a clean cluster",
+            now.recovery_counts().describe()
         )));
     }
     let found =

@@ -44,7 +44,72 @@ pub struct ClusterStatus {
     pub num_in_osds: Option<u64>,
 }
 
+/// PG state words of data still moving: recovering, backfilling, waiting for either, or stuck
+/// on a full OSD.
+pub const MOVING_PG_STATES: [&str; 6] = [
+    "recovering",
+    "recovery_wait",
+    "recovery_toofull",
+    "backfilling",
+    "backfill_wait",
+    "backfill_toofull",
+];
+
+/// The counts that say whether a recovery is running: the one definition the enforcer, the
+/// exporter's status, `experiment`, `profile-sweep` and `tune` all use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveryCounts {
+    pub degraded_objects: u64,
+    pub misplaced_objects: u64,
+    /// PGs whose data is moving ([`MOVING_PG_STATES`]).
+    pub pgs_moving: u64,
+    /// PGs with fewer copies than the pool's size: redundancy is not back yet, even before
+    /// any object is counted degraded.
+    pub undersized_pgs: u64,
+}
+
+impl RecoveryCounts {
+    /// A recovery runs while objects are degraded or misplaced, PGs recover or backfill (or wait
+    /// to), or PGs are undersized.
+    pub fn running(&self) -> bool {
+        self.degraded_objects > 0
+            || self.misplaced_objects > 0
+            || self.pgs_moving > 0
+            || self.undersized_pgs > 0
+    }
+
+    /// One phrase for messages: "12 degraded, 340 misplaced objects, 5 PGs recovering or
+    /// backfilling, 3 PGs undersized".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} degraded, {} misplaced objects, {} PGs recovering or backfilling, {} PGs undersized",
+            self.degraded_objects, self.misplaced_objects, self.pgs_moving, self.undersized_pgs
+        )
+    }
+}
+
 impl ClusterStatus {
+    /// See [`RecoveryCounts`].
+    pub fn recovery_counts(&self) -> RecoveryCounts {
+        let words = self.pg_state_word_counts();
+        RecoveryCounts {
+            degraded_objects: self.degraded_objects,
+            misplaced_objects: self.misplaced_objects,
+            pgs_moving: self
+                .pgs_by_state
+                .iter()
+                .filter(|(state, _)| state.split('+').any(|w| MOVING_PG_STATES.contains(&w)))
+                .map(|(_, n)| *n)
+                .sum(),
+            undersized_pgs: words.get("undersized").copied().unwrap_or(0),
+        }
+    }
+
+    /// Whether a recovery is running (see [`RecoveryCounts::running`]).
+    pub fn recovery_running(&self) -> bool {
+        self.recovery_counts().running()
+    }
+
     /// Counts per state WORD: a PG "active+undersized+degraded" counts in active, undersized and
     /// degraded (once each, even if Ceph ever repeated a word).
     pub fn pg_state_word_counts(&self) -> BTreeMap<String, u64> {

@@ -751,7 +751,7 @@ async fn experiments_that_cannot_mean_anything_are_refused_before_any_change() {
     let lab = Lab::new();
     lab.with(|s| s.start_recovery(5000.0));
     let e = run(&lab, &plan(DEFAULT_ROWS), None).await.0.unwrap_err();
-    assert!(e.to_string().contains("a recovery is already running (0 degraded, 5000 misplaced objects, 4 PGs recovering or backfilling)"), "{e}");
+    assert!(e.to_string().contains("a recovery is already running (0 degraded, 5000 misplaced objects, 4 PGs recovering or backfilling, 0 PGs undersized)"), "{e}");
     assert!(lab.actions().is_empty());
 
     // The pause flags set.
@@ -849,17 +849,17 @@ fn recovery_and_cleanliness_from_real_status_outputs() {
     use crate::ceph::parse::status::parse;
     use crate::ceph::parse::test_support::fixture;
     let rebalance = parse(&fixture("rebalance/ceph_status.json")).unwrap();
-    assert_eq!(pgs_moving(&rebalance), 13);
-    assert!(recovery_running(&rebalance) && !all_clean(&rebalance));
-    assert_eq!(undersized(&rebalance), 0);
+    assert_eq!(rebalance.recovery_counts().pgs_moving, 13);
+    assert!(rebalance.recovery_running() && !all_clean(&rebalance));
+    assert_eq!(rebalance.recovery_counts().undersized_pgs, 0);
     let healthy = parse(&fixture("healthy-idle/ceph_status.json")).unwrap();
-    assert!(!recovery_running(&healthy) && all_clean(&healthy));
+    assert!(!healthy.recovery_running() && all_clean(&healthy));
     let under = parse(&fixture("undersized/ceph_status.json")).unwrap();
-    assert!(recovery_running(&under));
-    assert_eq!(undersized(&under), 19);
+    assert!(under.recovery_running());
+    assert_eq!(under.recovery_counts().undersized_pgs, 19);
     // Nothing left to move but PGs still peering: not clean yet.
     let peering = parse(br#"{"pgmap":{"num_pgs":33,"pgs_by_state":[{"state_name":"active+clean","count":30},{"state_name":"peering","count":3}]}}"#).unwrap();
-    assert!(!recovery_running(&peering) && !all_clean(&peering));
+    assert!(!peering.recovery_running() && !all_clean(&peering));
     let scrubbing = parse(br#"{"pgmap":{"num_pgs":33,"pgs_by_state":[{"state_name":"active+clean","count":32},{"state_name":"active+clean+scrubbing","count":1}]}}"#).unwrap();
     assert!(all_clean(&scrubbing));
 }
