@@ -5,7 +5,7 @@
 #
 # Build (from the repository root):
 #   docker build -t ceph-recovery-budget:0.1.0 .
-# Run (ceph.conf, the keyring and the config mounted read-only; see README "Container image"):
+# Run (ceph.conf, the keyring and the config mounted read-only; see docs/deployment.md):
 #   docker run -d --name ceph-recovery-budget -p 9939:9939 \
 #     -v /etc/ceph/ceph.conf:/etc/ceph/ceph.conf:ro \
 #     -v /etc/ceph/ceph.client.recovery-budget.keyring:/etc/ceph/keyring:ro \
