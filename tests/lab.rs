@@ -112,7 +112,7 @@ fn exporter_follows_a_real_failure_and_recovery() {
             String::from_utf8_lossy(&out.stderr)
         );
     } else {
-        panic!("promtool is not installed (apt-get install prometheus); .ci/run installs it");
+        panic!("promtool is not installed (apt-get install prometheus); scripts/test installs it");
     }
 
     // Client writes give the cluster-wide quantiles.

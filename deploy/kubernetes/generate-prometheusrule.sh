@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writes deploy/kubernetes/prometheusrule.yaml: a PrometheusRule (prometheus-operator) whose
 # groups are those of rules/*.rules.yml and alerts/*.alerts.yml, embedded verbatim (indented).
-# Re-run it after changing a rule file; tests/prometheus_side.rs fails while it is out of date.
+# Re-run it after changing a rule file; tests/deploy_files.rs fails while it is out of date.
 #
 # usage: deploy/kubernetes/generate-prometheusrule.sh [OUTPUT]   (default: the file above)
 set -eu

@@ -969,7 +969,12 @@ ceph_up NaN
         if p.exists() {
             Some(p)
         } else {
-            eprintln!("NOTICE: /usr/bin/promtool not found; skipping the promtool check");
+            // scripts/test sets CRB_REQUIRE_TOOLS=1: there a skip would hide a missing install.
+            assert!(
+                std::env::var_os("CRB_REQUIRE_TOOLS").is_none_or(|v| v != "1"),
+                "/usr/bin/promtool not found and CRB_REQUIRE_TOOLS=1: apt-get install prometheus"
+            );
+            eprintln!("NOTICE: /usr/bin/promtool not found; skipping the promtool check (apt-get install prometheus)");
             None
         }
     }

@@ -1,0 +1,649 @@
+//! The Prometheus side end to end, with a real Prometheus (and Alertmanager) scraping a running
+//! exporter. The tests marked `#[ignore]` need the lab cluster (scripts/ceph-lab) and CRB_LAB=1
+//! (scripts/test runs them):
+//! - `dashboard_queries_return_data_from_a_real_scrape` only reads the cluster;
+//! - `alerts_follow_a_real_rebalance_and_a_real_failure` disturbs it (rebalance, stops osd.3)
+//!   and puts it back as it found it;
+//! - `the_enforcer_reads_p99_from_prometheus_over_host_mode_exporters` only reads it.
+//!
+//! The route-prefix test runs everywhere Prometheus is installed. Where prometheus or
+//! alertmanager is missing these tests are skipped with a line saying what to install; with
+//! CRB_REQUIRE_TOOLS=1 (scripts/test) they fail.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use common::prom::{
+    dashboard, dashboard_queries, label_values_query, percent_encode, query, read, sample_value,
+    start_alertmanager, start_prometheus, start_prometheus_under, substitute, tool_or_skip,
+    wait_until, Server, TempDir, ALERTS, AM_EXAMPLE, EXCEEDED, RULES, SUSPENDED,
+};
+use common::{lab, lab_enabled, repo, Exporter};
+
+/// The recorded cluster-wide p99 that RecoveryLatencyBudgetExceeded compares with the bound.
+const P99: &str =
+    "cluster_quantile:ceph_osd_op_w_latency_seconds:histogram_quantile5m{quantile=\"0.99\"}";
+
+fn require_lab() {
+    assert!(
+        lab_enabled(),
+        "set CRB_LAB=1 after scripts/ceph-lab start (scripts/test does both)"
+    );
+}
+
+/// The lab's mgr prometheus module address, from `scripts/ceph-lab status`.
+fn lab_mgr_prometheus() -> Option<String> {
+    let out = Command::new(repo().join("scripts/ceph-lab"))
+        .arg("status")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let after = text.split("prometheus ").nth(1)?;
+    let addr: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect();
+    addr.contains(':').then_some(addr)
+}
+
+fn scrape_config(exporter_port: u16, interval: &str, extra_jobs: &str) -> String {
+    [
+        "global:".to_string(),
+        format!("  scrape_interval: {interval}"),
+        format!("  evaluation_interval: {interval}"),
+        "scrape_configs:".to_string(),
+        "  - job_name: ceph-recovery-budget".to_string(),
+        "    static_configs:".to_string(),
+        format!("      - targets: ['127.0.0.1:{exporter_port}']"),
+        "        labels:".to_string(),
+        "          cluster: lab".to_string(),
+        extra_jobs.to_string(),
+    ]
+    .join("\n")
+}
+
+fn rule_files_config(files: &[&Path]) -> String {
+    let mut out = "rule_files:\n".to_string();
+    for f in files {
+        out.push_str(&format!("  - {}\n", f.display()));
+    }
+    out
+}
+
+/// Light client writes on the lab image for `secs` seconds, in the background.
+struct Writes {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writes {
+    fn start(iops: u32, secs: Option<u32>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            while !stop2.load(Ordering::Relaxed)
+                && secs.is_none_or(|s| start.elapsed() < Duration::from_secs(u64::from(s)))
+            {
+                // 10 s chunks so that a stop takes effect soon.
+                let out = Command::new(repo().join("scripts/ceph-lab"))
+                    .args(["fio-load", "10", &format!("--rate_iops={iops}")])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .output();
+                if !out.as_ref().is_ok_and(|o| o.status.success()) {
+                    eprintln!("lab: fio-load failed: {out:?}");
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            }
+        });
+        Writes {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Writes {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `serve` with short windows and a 1 ms baseline, the enforcer observing (it changes nothing).
+fn start_observing_exporter(state: &Path) -> Exporter {
+    Exporter::start(&[
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "30s",
+        "--recovery.window",
+        "20s",
+        "--enforcer.mode",
+        "observe",
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.latency-window",
+        "30s",
+        "--enforcer.state-file",
+        state.to_str().expect("utf-8 temp path"),
+    ])
+}
+
+/// Scrapes the exporter (and the lab's mgr prometheus module, which publishes ceph_pg_* under
+/// the same names) with a real Prometheus that loads rules/ and alerts/, and runs every query
+/// of the dashboard: each must parse and return data. Reads the cluster only (the enforcer in
+/// observe mode changes nothing); writes a little (a rate-limited fio) so latency has data.
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn dashboard_queries_return_data_from_a_real_scrape() {
+    require_lab();
+    if tool_or_skip("prometheus", "prometheus").is_none() {
+        return;
+    }
+    lab(&["start"]);
+    let dir = TempDir::new("dashboard-lab");
+    let state = dir.path().join("enforcer-state.json");
+    let exporter = start_observing_exporter(&state);
+    let _writes = Writes::start(50, Some(60));
+
+    let mgr =
+        lab_mgr_prometheus().expect("the lab's mgr prometheus address (scripts/ceph-lab status)");
+    let mgr_job = [
+        "  - job_name: ceph-mgr",
+        "    static_configs:",
+        &format!("      - targets: ['{mgr}']"),
+        "        labels:",
+        "          cluster: lab",
+        "",
+    ]
+    .join("\n");
+    let mut config = scrape_config(exporter.port, "1s", &mgr_job);
+    config.push_str(&rule_files_config(&[
+        &repo().join(RULES),
+        &repo().join(ALERTS),
+    ]));
+    let prom = start_prometheus(&dir, &config);
+
+    wait_until(
+        Duration::from_secs(120),
+        "3 scrapes of both targets and latency data",
+        || {
+            let scrapes = query(&prom, "count_over_time(up[1m]) >= 3 and up == 1").ok()?;
+            let p99 = query(&prom, &format!("{P99} >= 0")).ok()?;
+            let enforcer = query(&prom, "ceph_recovery_budget_p99_seconds >= 0").ok()?;
+            (scrapes.len() == 2 && !p99.is_empty() && !enforcer.is_empty()).then_some(())
+        },
+    );
+
+    // Every rule evaluates without error on real series (duplicates from the mgr module included).
+    let rules = prom.get_json("/api/v1/rules");
+    let mut bad = Vec::new();
+    for g in rules["data"]["groups"].as_array().expect("groups") {
+        for r in g["rules"].as_array().expect("rules") {
+            if r["health"] != "ok" {
+                bad.push(format!("{}: {} {}", r["name"], r["health"], r["lastError"]));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "rules failing on real data: {bad:#?}");
+    let mgr_series = query(&prom, "ceph_pg_undersized{job=\"ceph-mgr\"}").expect("query");
+    assert!(
+        !mgr_series.is_empty(),
+        "the mgr module's ceph_pg_undersized is scraped (the test covers the name collision)"
+    );
+    for rule in [
+        "cluster:ceph_pg_undersized:max",
+        "cluster:ceph_pg_recovery_or_backfill:sum",
+    ] {
+        let r = query(&prom, rule).expect("query");
+        assert_eq!(
+            r.len(),
+            1,
+            "{rule}: one series for the one cluster, not per pool: {r:?}"
+        );
+    }
+
+    // The cluster variable.
+    let d = dashboard();
+    let cluster_var = d["templating"]["list"]
+        .as_array()
+        .expect("templating")
+        .iter()
+        .find(|v| v["name"] == "cluster")
+        .expect("cluster variable")
+        .clone();
+    let (metric, label) = label_values_query(cluster_var["query"].as_str().unwrap_or_default())
+        .expect("label_values");
+    let values = prom.get_json(&format!(
+        "/api/v1/label/{label}/values?match[]={}",
+        percent_encode(&metric)
+    ));
+    assert!(
+        values["data"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("lab"))),
+        "variable cluster: label_values({metric}, {label}) = {values}"
+    );
+
+    let mut failures = Vec::new();
+    for (what, expr, must_have_data) in dashboard_queries(&d) {
+        for cluster in ["lab", ".*"] {
+            let q = substitute(&expr, cluster);
+            match query(&prom, &q) {
+                Err(e) => failures.push(format!("{what}: {e}\n    {q}")),
+                Ok(result) if must_have_data => {
+                    if !result.iter().any(|s| sample_value(s).is_finite()) {
+                        failures.push(format!("{what}: no data (result {result:?})\n    {q}"));
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "dashboard queries without data from a real scrape:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// What an alert looks like in Prometheus' /api/v1/alerts.
+fn prometheus_alert_states(prom: &Server, name: &str) -> Vec<String> {
+    prom.get_json("/api/v1/alerts")["data"]["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["labels"]["alertname"] == name && a["labels"]["cluster"] == "lab")
+        .map(|a| a["state"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+fn alertmanager_states(am: &Server, name: &str) -> Vec<String> {
+    am.get_json("/api/v2/alerts")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["labels"]["alertname"] == name && a["labels"]["cluster"] == "lab")
+        .map(|a| a["status"]["state"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// Puts the lab back as the e2e test found it, whatever happened.
+#[derive(Default)]
+struct LabRestore {
+    rebalance: bool,
+    osd_down: bool,
+}
+
+fn lab_quiet(args: &[&str]) {
+    match Command::new(repo().join("scripts/ceph-lab"))
+        .args(args)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        other => eprintln!("restore: scripts/ceph-lab {args:?}: {other:?}"),
+    }
+}
+
+fn ceph_quiet(args: &[&str]) {
+    match Command::new("ceph")
+        .args(args)
+        .envs(common::lab_env())
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        other => eprintln!("restore: ceph {args:?}: {other:?}"),
+    }
+}
+
+impl Drop for LabRestore {
+    fn drop(&mut self) {
+        if !self.rebalance && !self.osd_down {
+            return;
+        }
+        if self.rebalance {
+            lab_quiet(&["rebalance-stop"]);
+        }
+        if self.osd_down {
+            lab_quiet(&["osd-start", "3"]);
+            lab_quiet(&["osd-in", "3"]);
+            ceph_quiet(&["osd", "unset", "noout"]);
+        }
+        lab_quiet(&["wait-clean", "900"]);
+    }
+}
+
+/// End to end: Prometheus scrapes the exporter and loads rules/ and alerts/ (with `for:`
+/// shortened), Alertmanager runs the example config. A rebalance (recovery without undersized
+/// PGs) with a tiny baseline makes RecoveryLatencyBudgetExceeded pending, then firing, then
+/// reach Alertmanager; a stopped and out OSD (recovery with undersized PGs) gives
+/// RecoveryLatencyBudgetSuspended instead, and Exceeded stays quiet although latency is far
+/// above the bound during recovery. DISTURBS the lab: it rebalances and stops osd.3, and puts
+/// everything back (also on failure).
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn alerts_follow_a_real_rebalance_and_a_real_failure() {
+    require_lab();
+    if tool_or_skip("prometheus", "prometheus").is_none() {
+        return;
+    }
+    if tool_or_skip("prometheus-alertmanager", "prometheus-alertmanager").is_none() {
+        return;
+    }
+    lab(&["start"]);
+    lab(&["wait-clean", "600"]);
+    lab(&["fill"]);
+    let dir = TempDir::new("alerts-lab");
+    let state = dir.path().join("enforcer-state.json");
+    let exporter = start_observing_exporter(&state);
+
+    // Alertmanager with the example config (its webhooks point at a port nobody listens on:
+    // the test reads Alertmanager's API).
+    let am = start_alertmanager(&dir, &repo().join(AM_EXAMPLE));
+
+    // The rules verbatim, the alerts with `for:` shortened.
+    let alerts = read(ALERTS);
+    assert!(
+        alerts.contains("for: 15m") && alerts.contains("for: 2m"),
+        "the test shortens {EXCEEDED}'s `for: 15m` and {SUSPENDED}'s `for: 2m`: update it"
+    );
+    let alerts = alerts
+        .replace("for: 15m", "for: 30s")
+        .replace("for: 2m", "for: 10s");
+    let rules_file = dir.write("rules.yml", &read(RULES));
+    let alerts_file = dir.write("alerts.yml", &alerts);
+    let mut config = scrape_config(exporter.port, "2s", "");
+    config.push_str(&rule_files_config(&[&rules_file, &alerts_file]));
+    config.push_str(&format!(
+        "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['127.0.0.1:{}']\n",
+        am.port
+    ));
+    let prom = start_prometheus(&dir, &config);
+    let _writes = Writes::start(200, None);
+    let mut restore = LabRestore::default();
+
+    // 0. Healthy: neither alert.
+    wait_until(
+        Duration::from_secs(60),
+        "the rules see latency data",
+        || {
+            let r = query(&prom, &format!("{P99} > 0")).ok()?;
+            (!r.is_empty()).then_some(())
+        },
+    );
+    assert!(
+        prometheus_alert_states(&prom, EXCEEDED).is_empty(),
+        "{EXCEEDED} on a clean cluster"
+    );
+    assert!(
+        prometheus_alert_states(&prom, SUSPENDED).is_empty(),
+        "{SUSPENDED} on a clean cluster"
+    );
+
+    // 1. Rebalance: PGs backfill, none undersized; p99 far above the 2 ms bound.
+    restore.rebalance = true;
+    lab(&["rebalance-start"]);
+    let mut seen = BTreeSet::new();
+    wait_until(
+        Duration::from_secs(300),
+        "Exceeded pending then firing in Prometheus",
+        || {
+            let states = prometheus_alert_states(&prom, EXCEEDED);
+            seen.extend(states.iter().cloned());
+            assert!(
+                !prometheus_alert_states(&prom, SUSPENDED).contains(&"firing".to_string()),
+                "{SUSPENDED} fired during a rebalance, which has no undersized PGs"
+            );
+            states.contains(&"firing".to_string()).then_some(())
+        },
+    );
+    assert!(
+        seen.contains("pending"),
+        "{EXCEEDED} was pending before firing: {seen:?}"
+    );
+    wait_until(
+        Duration::from_secs(120),
+        "Exceeded active in Alertmanager",
+        || {
+            alertmanager_states(&am, EXCEEDED)
+                .contains(&"active".to_string())
+                .then_some(())
+        },
+    );
+    lab(&["rebalance-stop"]);
+    lab(&["wait-clean", "900"]);
+    restore.rebalance = false;
+    wait_until(
+        Duration::from_secs(120),
+        "Exceeded resolved after the rebalance",
+        || {
+            prometheus_alert_states(&prom, EXCEEDED)
+                .is_empty()
+                .then_some(())
+        },
+    );
+
+    // 2. A failure: noout, osd.3 stopped then out: PGs undersized while they recover. The bound
+    //    is suspended: Suspended fires, Exceeded stays quiet.
+    restore.osd_down = true;
+    common::ceph(&["osd", "set", "noout"]);
+    lab(&["osd-stop", "3"]);
+    wait_until(
+        Duration::from_secs(180),
+        "Suspended firing in Prometheus",
+        || {
+            prometheus_alert_states(&prom, SUSPENDED)
+                .contains(&"firing".to_string())
+                .then_some(())
+        },
+    );
+    wait_until(
+        Duration::from_secs(120),
+        "Suspended active in Alertmanager",
+        || {
+            alertmanager_states(&am, SUSPENDED)
+                .contains(&"active".to_string())
+                .then_some(())
+        },
+    );
+    lab(&["osd-out", "3"]);
+    // Watch while the cluster recovers with undersized PGs: the Exceeded condition without the
+    // suspension (p99 above the bound during recovery) must hold long enough that Exceeded
+    // would have fired, and it must not.
+    let would_fire = format!(
+        "{P99} > on (cluster) cluster:ceph_recovery_budget_bound_seconds:max_or_default \
+         and on (cluster) cluster:ceph_pg_recovery_or_backfill:sum > 0 \
+         and on (cluster) cluster:ceph_recovery_budget_suspended:max_or_undersized == 1"
+    );
+    let start = Instant::now();
+    let mut suspended_and_over = Duration::ZERO;
+    let mut last = Instant::now();
+    while start.elapsed() < Duration::from_secs(300) && suspended_and_over < Duration::from_secs(60)
+    {
+        let states = prometheus_alert_states(&prom, EXCEEDED);
+        assert!(
+            !states.contains(&"firing".to_string()),
+            "{EXCEEDED} fired while the bound was suspended (after {:.0} s)",
+            start.elapsed().as_secs_f64()
+        );
+        assert!(
+            !alertmanager_states(&am, EXCEEDED).contains(&"active".to_string()),
+            "{EXCEEDED} active in Alertmanager while suspended"
+        );
+        let now = Instant::now();
+        if query(&prom, &would_fire).is_ok_and(|r| !r.is_empty()) {
+            suspended_and_over += now - last;
+        }
+        last = now;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(
+        suspended_and_over >= Duration::from_secs(36),
+        "recovery with undersized PGs and p99 above the bound lasted only {suspended_and_over:?}: \
+         the test proves nothing (is the lab's pool filled? scripts/ceph-lab fill)"
+    );
+
+    // 3. Back to normal: Suspended resolves.
+    lab(&["osd-start", "3"]);
+    lab(&["osd-in", "3"]);
+    common::ceph(&["osd", "unset", "noout"]);
+    lab(&["wait-clean", "900"]);
+    restore.osd_down = false;
+    wait_until(Duration::from_secs(120), "Suspended resolved", || {
+        prometheus_alert_states(&prom, SUSPENDED)
+            .is_empty()
+            .then_some(())
+    });
+}
+
+/// The large-cluster layout on the lab: a host-mode exporter publishes the OSD histograms from
+/// the admin sockets, a real Prometheus scrapes it, and the cluster-mode exporter running the
+/// enforcer reads its p99 from that Prometheus (`--latency.source prometheus`) and collects no
+/// histogram itself.
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn the_enforcer_reads_p99_from_prometheus_over_host_mode_exporters() {
+    require_lab();
+    if tool_or_skip("prometheus", "prometheus").is_none() {
+        return;
+    }
+    lab(&["start"]);
+    let dir = TempDir::new("host-mode-lab");
+    let asok_dir = common::lab_env()
+        .into_iter()
+        .find(|(k, _)| k == "CEPH_CONF")
+        .map(|(_, conf)| Path::new(&conf).with_file_name("run"))
+        .expect("the lab's CEPH_CONF");
+    let host = Exporter::start(&[
+        "--mode",
+        "host",
+        "--host.asok-dir",
+        asok_dir.to_str().expect("utf-8 path"),
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "10s",
+        "--recovery.window",
+        "10s",
+    ]);
+    let prom = start_prometheus(&dir, &scrape_config(host.port, "1s", ""));
+    let _writes = Writes::start(50, Some(90));
+    let state = dir.path().join("enforcer-state.json");
+    let cluster = Exporter::start(&[
+        "--collect.interval",
+        "2s",
+        "--latency.source",
+        "prometheus",
+        "--prometheus.url",
+        &format!("http://127.0.0.1:{}", prom.port),
+        "--enforcer.mode",
+        "observe",
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.latency-window",
+        "20s",
+        "--enforcer.state-file",
+        state.to_str().expect("utf-8 temp path"),
+    ]);
+    let m = cluster.wait_metrics(
+        Duration::from_secs(120),
+        "the enforcer's p99 from Prometheus",
+        |m| {
+            m.get("ceph_recovery_budget_p99_seconds")
+                .is_some_and(|v| v > 0.0)
+        },
+    );
+    let ours = m
+        .get("ceph_recovery_budget_p99_seconds")
+        .unwrap_or(f64::NAN);
+    let direct = query(
+        &prom,
+        "histogram_quantile(0.99, sum by (le) (rate(ceph_osd_op_w_latency_bucket[20s])))",
+    )
+    .expect("query");
+    let theirs = direct.first().map(sample_value).unwrap_or(f64::NAN);
+    // Ceph's buckets double: two evaluations a few seconds apart agree within a bucket.
+    assert!(
+        ours > 0.0 && theirs > 0.0 && ours / theirs < 2.5 && theirs / ours < 2.5,
+        "enforcer p99 {ours} vs Prometheus {theirs}"
+    );
+    assert!(
+        m.with_prefix("ceph_osd_op_w_latency_bucket").is_empty(),
+        "the cluster-mode exporter collects no histogram with --latency.source prometheus"
+    );
+    assert_eq!(
+        m.get("ceph_recovery_budget_collector_up{collector=\"latency\"}"),
+        None
+    );
+    assert_eq!(
+        m.get("ceph_recovery_budget_collector_up{collector=\"status\"}"),
+        Some(1.0)
+    );
+    drop(cluster);
+    drop(host);
+}
+
+/// `--prometheus.url` may carry a path prefix (a Prometheus behind `--web.route-prefix` or a
+/// reverse proxy at `/prometheus`): the enforcer's query goes under it, not to the root.
+#[test]
+fn the_enforcers_prometheus_query_goes_under_the_urls_path_prefix() {
+    use ceph_recovery_budget::latency::prometheus::{parse_answer, query_path};
+    if tool_or_skip("prometheus", "prometheus").is_none() {
+        return;
+    }
+    let dir = TempDir::new("route-prefix");
+    let prom = start_prometheus_under(&dir, "global:\n  scrape_interval: 15s\n", "/prometheus");
+    let path = query_path("vector(0.25)");
+    let under = format!("http://127.0.0.1:{}/prometheus/", prom.port);
+    let body = ceph_recovery_budget::http_client::http_get(&under, &path)
+        .unwrap_or_else(|e| panic!("query under the prefix: {e:#}"));
+    assert_eq!(parse_answer(&body), Ok(Some(0.25)));
+    // The same Prometheus has no API at the root: the prefix is what made the query work.
+    let root = format!("http://127.0.0.1:{}", prom.port);
+    assert!(ceph_recovery_budget::http_client::http_get(&root, &path).is_err());
+
+    // `serve` as configured for a large cluster, with the URL as an operator writes it: the p99
+    // it judges comes from that Prometheus.
+    let state = dir.path().join("enforcer-state.json");
+    // Every ceph call answers the lab's recorded `ceph status`: enough to be ready.
+    let ceph = format!(
+        "sh -c 'cat {}/tests/fixtures/lab/healthy.status.out' ceph",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let serve = Exporter::start_without_lab(&[
+        "--ceph.backend",
+        "cli",
+        "--ceph-cmd",
+        &ceph,
+        "--collect.interval",
+        "1s",
+        "--latency.source",
+        "prometheus",
+        "--prometheus.url",
+        &under,
+        "--prometheus.query",
+        "vector(0.25)",
+        "--enforcer.mode",
+        "observe",
+        "--enforcer.baseline",
+        "16ms",
+        "--enforcer.state-file",
+        state.to_str().expect("utf-8 temp path"),
+    ]);
+    serve.wait_metrics(Duration::from_secs(30), "p99 from Prometheus", |m| {
+        m.get("ceph_recovery_budget_p99_seconds") == Some(0.25)
+    });
+}
