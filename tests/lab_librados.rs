@@ -403,3 +403,79 @@ fn serve_runs_on_librados_and_says_so() {
         );
     }
 }
+
+/// A cephx user with only `mon 'allow r'` (what the exporter alone needs): each change the
+/// enforcer can make is refused with EACCES, and both backends report it as `permission_denied`
+/// with a message naming the caps, not as a failure worth retrying.
+#[test]
+#[ignore = "needs the lab cluster and --features librados: scripts/test runs it"]
+fn a_user_without_write_caps_is_told_permission_denied_by_both_backends() {
+    use ceph_recovery_budget::ceph::ops;
+    let lab = Lab::new();
+    let dir = lab_env()
+        .into_iter()
+        .find(|(k, _)| k == "CEPH_LAB_DIR")
+        .map(|(_, v)| v)
+        .expect("CEPH_LAB_DIR");
+    let keyring = format!("{dir}/client.crb-readonly.keyring");
+    let made = std::process::Command::new("ceph")
+        .args(["--conf", lab.settings.conf.as_deref().expect("conf")])
+        .args([
+            "auth",
+            "get-or-create",
+            "client.crb-readonly",
+            "mon",
+            "allow r",
+            "-o",
+        ])
+        .arg(&keyring)
+        .status()
+        .expect("run ceph auth get-or-create");
+    assert!(
+        made.success(),
+        "ceph auth get-or-create client.crb-readonly"
+    );
+    let settings = CliSettings {
+        name: Some("client.crb-readonly".into()),
+        keyring: Some(keyring.clone()),
+        ..lab.settings.clone()
+    };
+    let cli = CliClient::new(&settings);
+    let rados = lab
+        .rt
+        .block_on(RadosClient::connect(
+            settings.conf.as_deref(),
+            settings.name.as_deref(),
+            settings.keyring.as_deref(),
+            settings.timeout,
+        ))
+        .expect("librados connects as the read-only user");
+    for (backend, result) in [
+        (
+            "cli",
+            lab.rt
+                .block_on(ops::config_set_osd(&cli, TEST_KEY, TEST_VALUE)),
+        ),
+        (
+            "librados",
+            lab.rt
+                .block_on(ops::config_set_osd(&rados, TEST_KEY, TEST_VALUE)),
+        ),
+        ("cli", lab.rt.block_on(ops::osd_set_flag(&cli, "noout"))),
+        (
+            "librados",
+            lab.rt.block_on(ops::osd_set_flag(&rados, "noout")),
+        ),
+    ] {
+        let e = result.expect_err("a read-only user cannot change the cluster");
+        assert_eq!(e.reason(), "permission_denied", "{backend}: {e}");
+        assert!(e.to_string().contains("caps"), "{backend}: {e}");
+    }
+    // Reads still work for that user.
+    lab.rt
+        .block_on(ops::status(&cli))
+        .expect("the read-only user reads ceph status");
+    // Nothing was changed: the key is not set, noout not set.
+    let flags = lab.rt.block_on(ops::osd_flags(&lab.cli)).expect("osd dump");
+    assert!(!flags.contains("noout"), "{flags:?}");
+}
