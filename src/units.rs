@@ -21,6 +21,22 @@ pub fn fmt_secs(seconds: f64) -> String {
     }
 }
 
+/// "64 MiB", "512 KiB", "100 B": binary units, whole numbers where exact.
+pub fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,6 +45,14 @@ mod tests {
     fn milliseconds_keep_one_decimal_below_100() {
         assert_eq!(fmt_ms(0.0382), "38.2 ms");
         assert_eq!(fmt_ms(0.253), "253 ms");
+    }
+
+    #[test]
+    fn bytes_read_in_binary_units() {
+        assert_eq!(fmt_bytes(100), "100 B");
+        assert_eq!(fmt_bytes(64 << 10), "64 KiB");
+        assert_eq!(fmt_bytes(64 << 20), "64 MiB");
+        assert_eq!(fmt_bytes(1536), "1.5 KiB");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
-use super::{CephCommand, CephError, Client, Output};
+use super::{CephCommand, CephError, Client, Output, DEFAULT_MAX_REPLY_BYTES};
 
 /// How to invoke the `ceph` CLI, as plain data (built from flags and the config file).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,11 +20,16 @@ pub struct CliSettings {
     pub timeout: Duration,
 }
 
+/// What is kept of a command's stderr: enough for every error Ceph prints; the rest is read
+/// and dropped so that the command never blocks on a full pipe.
+const MAX_STDERR_BYTES: u64 = 64 << 10;
+
 #[derive(Debug, Clone)]
 pub struct CliClient {
     program: String,
     leading_args: Vec<String>,
     timeout: Duration,
+    max_reply_bytes: u64,
 }
 
 impl CliClient {
@@ -47,7 +52,15 @@ impl CliClient {
             program,
             leading_args,
             timeout: settings.timeout,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
+    }
+
+    /// A command whose stdout passes `bytes` is killed and fails with
+    /// [`CephError::TooLarge`] instead of being read whole into memory.
+    pub fn with_max_reply_bytes(mut self, bytes: u64) -> Self {
+        self.max_reply_bytes = bytes;
+        self
     }
 
     /// The full argument vector for a command (without the program), as it will be executed.
@@ -72,31 +85,96 @@ impl Client for CliClient {
             // Own process group: a timeout kills wrappers and what they started, and a Ctrl-C
             // meant for the exporter is not delivered to a half-finished `ceph config set`.
             .process_group(0);
-        let child = cmd.spawn().map_err(|source| CephError::Spawn {
+        let mut child = cmd.spawn().map_err(|source| CephError::Spawn {
             program: self.program.clone(),
             source,
         })?;
         let pid = child.id();
-        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
-            Ok(Ok(out)) => Ok(Output {
-                stdout: out.stdout,
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                code: out.status.code(),
+        let kill = || {
+            if let Some(pid) = pid {
+                kill_group(pid);
+            }
+        };
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            kill();
+            return Err(CephError::Io {
+                command: command.to_string(),
+                source: std::io::Error::other("no pipe to the child's stdout or stderr"),
+            });
+        };
+        let cap = self.max_reply_bytes;
+        let finished = async {
+            // stderr on its own task: when stdout passes the cap the command is killed at once,
+            // without waiting for stderr to end.
+            let err = tokio::spawn(read_capped(stderr, MAX_STDERR_BYTES, Overflow::Drain));
+            let (stdout, over) = read_capped(stdout, cap, Overflow::Stop).await?;
+            if over {
+                err.abort();
+                return Ok(None);
+            }
+            let (stderr, _) = err.await.map_err(std::io::Error::other)??;
+            let status = child.wait().await?;
+            Ok::<_, std::io::Error>(Some((stdout, stderr, status)))
+        };
+        match tokio::time::timeout(self.timeout, finished).await {
+            Ok(Ok(Some((stdout, stderr, status)))) => Ok(Output {
+                stdout,
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                code: status.code(),
                 elapsed: started.elapsed(),
             }),
-            Ok(Err(source)) => Err(CephError::Io {
-                command: command.to_string(),
-                source,
-            }),
+            Ok(Ok(None)) => {
+                kill();
+                Err(CephError::TooLarge {
+                    command: command.to_string(),
+                    cap,
+                })
+            }
+            Ok(Err(source)) => {
+                kill();
+                Err(CephError::Io {
+                    command: command.to_string(),
+                    source,
+                })
+            }
             Err(_elapsed) => {
-                if let Some(pid) = pid {
-                    kill_group(pid);
-                }
+                kill();
                 Err(CephError::Timeout {
                     command: command.to_string(),
                     timeout: self.timeout,
                 })
             }
+        }
+    }
+}
+
+/// What to do with a pipe's bytes past its cap.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    /// stdout: the reply is over the cap; stop reading (the caller kills the command).
+    Stop,
+    /// stderr: read on and drop the rest, so the child never blocks writing it.
+    Drain,
+}
+
+/// Reads `pipe` to its end keeping at most `cap` bytes; `true` when it stopped at the cap.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
+    mut pipe: R,
+    cap: u64,
+    overflow: Overflow,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            return Ok((kept, false));
+        }
+        let room = usize::try_from(cap.saturating_sub(kept.len() as u64)).unwrap_or(usize::MAX);
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        if n > room && overflow == Overflow::Stop {
+            return Ok((kept, true));
         }
     }
 }
@@ -201,6 +279,55 @@ mod tests {
             .map(|s| !s.contains(") Z "))
             .unwrap_or(false);
         assert!(!alive, "grandchild {grandchild} survived the timeout");
+    }
+
+    #[tokio::test]
+    async fn a_reply_over_the_cap_is_refused_and_the_command_killed() {
+        // 1 MiB of output against a 64 KiB cap; the command would then sleep for a minute.
+        let c = CliClient::new(&CliSettings {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "head -c 1048576 /dev/zero; sleep 60".into(),
+                "sh".into(),
+            ],
+            conf: None,
+            name: None,
+            keyring: None,
+            timeout: Duration::from_secs(30),
+        })
+        .with_max_reply_bytes(64 << 10);
+        let started = Instant::now();
+        let err = c
+            .run(&CephCommand::new(["pg", "ls", "undersized"]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason(), "too_large");
+        let text = err.to_string();
+        assert!(text.contains("ceph pg ls undersized"), "{text}");
+        assert!(text.contains("64 KiB"), "{text}");
+        assert!(text.contains("--ceph.max-reply-bytes"), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not killed at once"
+        );
+        // Under the cap, and a stderr far over its own cap, still read whole.
+        let c = CliClient::new(&CliSettings {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "head -c 60000 /dev/zero; head -c 1048576 /dev/zero >&2".into(),
+                "sh".into(),
+            ],
+            conf: None,
+            name: None,
+            keyring: None,
+            timeout: Duration::from_secs(30),
+        })
+        .with_max_reply_bytes(64 << 10);
+        let out = c.run(&CephCommand::new(["status"])).await.expect("runs");
+        assert_eq!(out.stdout.len(), 60000);
+        assert_eq!(out.stderr.len(), 64 << 10);
     }
 
     #[tokio::test]

@@ -11,6 +11,11 @@ pub mod rados;
 use std::future::Future;
 use std::time::Duration;
 
+/// The largest reply read from one command by default: `pg ls undersized` at 100k PGs is
+/// 223 MiB, which would not fit a 256 MiB container at the moment the cluster is worst; the
+/// commands the program sends answer in well under 64 MiB up to 10k OSDs and 30k PGs listed.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 64 << 20;
+
 /// A `ceph` command as words, without the program and without `--format json` (the client adds it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CephCommand {
@@ -85,6 +90,10 @@ pub enum CephError {
     /// EACCES: the cephx user lacks a capability. Retrying does not help until the caps change.
     #[error("`{command}` was refused with EACCES: the cephx user lacks a capability for it ({stderr}); grant the caps listed in docs/deployment.md (ceph auth caps ...) or use --ceph-name with a user that has them")]
     PermissionDenied { command: String, stderr: String },
+    /// The reply passed the cap on what is read from one command (memory stays bounded when
+    /// the cluster is at its worst and answers the most).
+    #[error("`{command}` answered more than {} and was stopped (the cap keeps the exporter's memory bounded); raise --ceph.max-reply-bytes if this cluster needs it", crate::units::fmt_bytes(*cap))]
+    TooLarge { command: String, cap: u64 },
     #[error("reading the output of `{command}`: {source}")]
     Io {
         command: String,
@@ -107,6 +116,7 @@ impl CephError {
             CephError::Timeout { .. } => "timeout",
             CephError::Failed { .. } => "exit_status",
             CephError::PermissionDenied { .. } => "permission_denied",
+            CephError::TooLarge { .. } => "too_large",
             CephError::Io { .. } => "io",
             CephError::Connect { .. } => "connect",
             CephError::Unsupported { .. } => "unsupported",

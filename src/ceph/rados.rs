@@ -571,12 +571,16 @@ pub enum ConnectStage {
 /// and made again, with [`Backoff`] between failed attempts, after the cluster went away.
 pub struct Session<K: Connector> {
     inner: Arc<Inner<K>>,
+    /// Replies over this are refused ([`CephError::TooLarge`]) before they are parsed; librados
+    /// has them in its own buffer already, but nothing keeps or parses them.
+    max_reply_bytes: u64,
 }
 
 impl<K: Connector> Clone for Session<K> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
+            max_reply_bytes: self.max_reply_bytes,
         }
     }
 }
@@ -605,8 +609,15 @@ impl<K: Connector> Session<K> {
         Self::with_backoff(connector, timeout, Backoff::default())
     }
 
+    /// See [`crate::ceph::cli::CliClient::with_max_reply_bytes`].
+    pub fn with_max_reply_bytes(mut self, bytes: u64) -> Self {
+        self.max_reply_bytes = bytes;
+        self
+    }
+
     pub fn with_backoff(connector: K, timeout: Duration, backoff: Backoff) -> Self {
         Self {
+            max_reply_bytes: super::DEFAULT_MAX_REPLY_BYTES,
             inner: Arc::new(Inner {
                 connector,
                 timeout,
@@ -782,6 +793,12 @@ impl<K: Connector> Session<K> {
             }
         }
         let p = executed.printed;
+        if p.stdout.len() as u64 > self.max_reply_bytes {
+            return Err(CephError::TooLarge {
+                command: command.to_string(),
+                cap: self.max_reply_bytes,
+            });
+        }
         Ok(Output {
             stdout: p.stdout,
             stderr: p.stderr,
@@ -1257,6 +1274,12 @@ mod sys {
 
         pub fn settings(&self) -> &RadosSettings {
             &self.settings
+        }
+
+        /// See [`Session::with_max_reply_bytes`].
+        pub fn with_max_reply_bytes(mut self, bytes: u64) -> Self {
+            self.session = self.session.with_max_reply_bytes(bytes);
+            self
         }
     }
 

@@ -36,11 +36,12 @@ pub const PG_STATES: [&str; 14] = [
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Every `reason` of `ceph_recovery_budget_collector_errors_total` (see `CollectError::reason`).
-pub const ERROR_REASONS: [&str; 9] = [
+pub const ERROR_REASONS: [&str; 10] = [
     "spawn",
     "timeout",
     "exit_status",
     "permission_denied",
+    "too_large",
     "io",
     "connect",
     "unsupported",

@@ -566,6 +566,23 @@ async fn one_connection_serves_every_call() {
 }
 
 #[tokio::test]
+async fn a_reply_over_the_cap_is_refused_naming_the_command_and_the_flag() {
+    let k = FakeConnector::new(cluster_mon);
+    let s = session(&k, Duration::from_secs(5)).with_max_reply_bytes(8);
+    let e = s.run(&commands::status()).await.unwrap_err();
+    assert_eq!(e.reason(), "too_large");
+    let text = e.to_string();
+    assert!(
+        text.contains("ceph status") && text.contains("8 B"),
+        "{text}"
+    );
+    assert!(text.contains("--ceph.max-reply-bytes"), "{text}");
+    // The same reply under a cap that fits it.
+    let s = session(&k, Duration::from_secs(5)).with_max_reply_bytes(64);
+    assert!(s.run(&commands::status()).await.is_ok());
+}
+
+#[tokio::test]
 async fn tell_all_asks_every_osd_osd_ls_lists_and_prints_like_the_cli() {
     let k = FakeConnector::new(cluster_mon).with_osd(|osd, json| {
         assert_eq!(
