@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 
 use common::prom::{
     dashboard, dashboard_queries, label_values_query, read, run_ok, tool_or_skip, yaml, TempDir,
-    ALERTS, ALERTS_TEST, EXCEEDED, RULES, SUSPENDED,
+    ALERTS, ALERTS_TEST, AM_EXAMPLE, EXCEEDED, EXPORTER_DOWN_WHILE_PAUSED, PAUSED_BY_ENFORCER,
+    RULES, SUSPENDED,
 };
 use common::repo;
 
@@ -97,6 +98,7 @@ fn every_alert_has_unit_tests_that_fire_stay_quiet_and_pend() {
         let mut fires = 0;
         let mut quiet = 0;
         let mut pending = 0;
+        let mut firing_at_once = 0;
         let mut quiet_names = Vec::new();
         for case in cases {
             let name = case["name"].as_str().unwrap_or("?");
@@ -131,15 +133,38 @@ fn every_alert_has_unit_tests_that_fire_stay_quiet_and_pend() {
                 if expr.contains(&format!("alertname=\"{alert}\"")) && pends {
                     pending += 1;
                 }
+                let fires_now = t["exp_samples"].as_array().is_some_and(|s| {
+                    s.iter().any(|s| {
+                        s["labels"]
+                            .as_str()
+                            .is_some_and(|l| l.contains("alertstate=\"firing\""))
+                    })
+                });
+                if expr.contains(&format!("alertname=\"{alert}\"")) && fires_now {
+                    firing_at_once += 1;
+                }
             }
         }
         assert!(fires > 0, "no unit test where {alert} fires");
         assert!(quiet > 0, "no unit test where {alert} stays quiet");
-        assert!(
-            pending > 0,
-            "no unit test that {alert} is pending before its `for` ({})",
-            rule["for"].as_str().unwrap_or("?")
-        );
+        let has_for = rule["for"]
+            .as_str()
+            .is_some_and(|f| !matches!(f, "0" | "0s" | "0m"));
+        if has_for {
+            assert!(
+                pending > 0,
+                "no unit test that {alert} is pending before its `for` ({})",
+                rule["for"].as_str().unwrap_or("?")
+            );
+        } else {
+            // No `for` (an inhibiting alert must be there as early as the alert it mutes): it
+            // never pends, and a test shows it firing at once.
+            assert!(
+                firing_at_once > 0,
+                "{alert} has no `for`: a promql_expr_test on its ALERTS series must show it \
+                 firing at the first evaluation that sees its condition"
+            );
+        }
         if alert == EXCEEDED {
             for needed in ["below the bound", "without recovery", "suspended"] {
                 assert!(
@@ -162,6 +187,8 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
         "CephRecoveryStalled",
         "RecoveryPausedByEnforcerTooLong",
         "RecoveryPauseFlagStuck",
+        PAUSED_BY_ENFORCER,
+        EXPORTER_DOWN_WHILE_PAUSED,
     ]
     .into_iter()
     .collect();
@@ -225,6 +252,89 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
             section.to_lowercase().contains(&needed.to_lowercase()),
             "the runbook's {EXCEEDED} section must say `{needed}`"
         );
+    }
+}
+
+/// Issue 15: the example mutes Ceph's OSDMAP_FLAGS health check only while the enforcer's own
+/// flags are set (RecoveryPausedByEnforcer, from the flags the enforcer lists, firing without
+/// delay); issue 12: an alert for the exporter down while it may hold the cluster paused, that
+/// needs none of the exporter's current data. The runbook tells our pause from a human's.
+/// (tests/promtool.rs runs both in a real promtool and Alertmanager.)
+#[test]
+fn osdmap_flags_are_muted_only_by_our_own_pause_and_the_runbook_tells_whose_flags_they_are() {
+    let am = yaml(AM_EXAMPLE);
+    let rules = am["inhibit_rules"].as_array().expect("inhibit_rules");
+    let source = format!("alertname=\"{PAUSED_BY_ENFORCER}\"");
+    let rule = rules
+        .iter()
+        .find(|r| {
+            r["source_matchers"]
+                .as_array()
+                .is_some_and(|m| m.contains(&json!(source)))
+        })
+        .unwrap_or_else(|| panic!("{AM_EXAMPLE}: no inhibit rule with source {source}"));
+    assert_eq!(rule["target_matchers"], json!(["name=\"OSDMAP_FLAGS\""]));
+    assert_eq!(rule["equal"], json!(["cluster"]));
+
+    let alerts = alert_rules(ALERTS);
+    let paused = &alerts[PAUSED_BY_ENFORCER];
+    let expr = paused["expr"].as_str().unwrap_or_default();
+    assert!(
+        expr.contains("ceph_recovery_budget_pause_flag_set")
+            && !expr.contains("ceph_health_detail")
+            && !expr.contains("ceph_recovery_budget_paused"),
+        "{PAUSED_BY_ENFORCER} fires from the flags the enforcer set (not from Ceph's health, \
+         which a human's flag raises too, nor from `paused`, which observe mode sets): {expr}"
+    );
+    assert!(paused["for"].is_null(), "{PAUSED_BY_ENFORCER}: no `for`");
+    let down = &alerts[EXPORTER_DOWN_WHILE_PAUSED];
+    let expr = down["expr"].as_str().unwrap_or_default();
+    for needed in [
+        "up{job=~\".*ceph-recovery-budget.*\"}",
+        "absent(up{job=~\".*ceph-recovery-budget.*\"})",
+        "ceph_health_detail{name=\"OSDMAP_FLAGS\"}",
+    ] {
+        assert!(
+            expr.contains(needed),
+            "{EXPORTER_DOWN_WHILE_PAUSED} uses {needed}: {expr}"
+        );
+    }
+    assert_eq!(down["labels"]["severity"], "critical");
+
+    let runbook = read(RUNBOOK);
+    for (alert, needed) in [
+        (
+            PAUSED_BY_ENFORCER,
+            &[
+                "ceph-recovery-budget status",
+                "ceph osd dump | grep flags",
+                "flags_set",
+                "PAUSE",
+                "UNPAUSE",
+                "ceph log last",
+            ][..],
+        ),
+        (
+            EXPORTER_DOWN_WHILE_PAUSED,
+            &[
+                "ceph osd dump | grep flags",
+                "flags_set",
+                "ceph osd unset nobackfill",
+                "ceph osd unset norecover",
+            ][..],
+        ),
+    ] {
+        let section = runbook
+            .split(&format!("\n## {alert}\n"))
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .unwrap_or_default();
+        for n in needed {
+            assert!(
+                section.contains(n),
+                "the runbook's {alert} section must say `{n}`"
+            );
+        }
     }
 }
 
@@ -382,7 +492,13 @@ fn rules_alerts_and_dashboard_use_only_metrics_the_exporter_publishes() {
         pg_states.contains(&"undersized".to_string()),
         "PG_STATES not found in src/metrics/mod.rs (moved?): update this test"
     );
+    // Metrics of Ceph's mgr prometheus module that alerts use on purpose (Ceph's own view, for
+    // when the exporter is down): `ceph_health_detail{name="OSDMAP_FLAGS"}`, `ceph_health_status`.
+    let from_mgr_module = ["ceph_health_detail", "ceph_health_status"];
     let published = |name: &str| -> bool {
+        if from_mgr_module.contains(&name) {
+            return true;
+        }
         let mut candidates = vec![name.to_string()];
         for suffix in ["_total", "_info", "_bucket", "_count", "_sum"] {
             if let Some(base) = name.strip_suffix(suffix) {

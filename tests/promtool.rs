@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use common::prom::{
     dashboard, dashboard_queries, query, read, run_ok, start_alertmanager, start_prometheus,
     substitute, tool_or_skip, wait_until, TempDir, ALERTS, ALERTS_TEST, AM_EXAMPLE, EXCEEDED,
-    RULES, RULES_TEST, SUSPENDED,
+    PAUSED_BY_ENFORCER, RULES, RULES_TEST, SUSPENDED,
 };
 use common::{http_post_json, repo};
 
@@ -68,98 +68,27 @@ fn promtool_unit_tests_of_rules_and_alerts_pass() {
 /// to the on-call receiver and Suspended (severity info) to the info receiver.
 #[test]
 fn alertmanager_example_routes_and_inhibits_exceeded_while_suspended() {
-    let Some(amtool) = tool_or_skip("amtool", "prometheus-alertmanager") else {
+    let Some((webhook, _dir, am)) = example_alertmanager() else {
         return;
-    };
-    if tool_or_skip("prometheus-alertmanager", "prometheus-alertmanager").is_none() {
-        return;
-    }
-    run_ok(
-        Command::new(&amtool)
-            .args(["check-config", AM_EXAMPLE])
-            .current_dir(repo()),
-        "amtool check-config",
-    );
-
-    let webhook = Webhook::start();
-    let dir = TempDir::new("alertmanager");
-    let example = read(AM_EXAMPLE);
-    assert!(
-        example.contains("http://127.0.0.1:5001/") && example.contains("group_wait: 30s"),
-        "the test rewrites the example's webhook URLs and group_wait: update it"
-    );
-    let config = example
-        .replace(
-            "http://127.0.0.1:5001/",
-            &format!("http://127.0.0.1:{}/", webhook.port),
-        )
-        .replace("group_wait: 30s", "group_wait: 1s");
-    let config = dir.write("alertmanager.yml", &config);
-    let am = start_alertmanager(&dir, &config);
-
-    let alert = |name: &str, cluster: &str, severity: &str| {
-        json!({"labels": {"alertname": name, "cluster": cluster, "severity": severity},
-               "annotations": {"summary": "posted by tests/promtool.rs"}})
     };
     let alerts = json!([
-        alert(SUSPENDED, "lab", "info"),
-        alert(EXCEEDED, "lab", "warning"),
-        alert(EXCEEDED, "other", "warning"),
+        posted(SUSPENDED, "lab", "info", &[]),
+        posted(EXCEEDED, "lab", "warning", &[]),
+        posted(EXCEEDED, "other", "warning", &[]),
     ]);
     let (code, body) = http_post_json(am.port, "/api/v2/alerts", &alerts.to_string());
     assert_eq!(code, 200, "posting alerts: {body}");
 
-    // Inhibition is applied as Alertmanager processes the alerts: poll until it settles.
-    let expected = [
-        (EXCEEDED, "lab", "suppressed"),
-        (EXCEEDED, "other", "active"),
-        (SUSPENDED, "lab", "active"),
-    ];
-    let start = Instant::now();
-    loop {
-        let last = am.get_json("/api/v2/alerts");
-        let state = |name: &str, cluster: &str| -> Option<String> {
-            last.as_array()?
-                .iter()
-                .find(|a| a["labels"]["alertname"] == name && a["labels"]["cluster"] == cluster)
-                .and_then(|a| a["status"]["state"].as_str().map(str::to_string))
-        };
-        if expected
-            .iter()
-            .all(|(n, c, s)| state(n, c).as_deref() == Some(*s))
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "expected {EXCEEDED}/lab suppressed (inhibited by {SUSPENDED}/lab), {EXCEEDED}/other \
-             and {SUSPENDED}/lab active; Alertmanager lists:\n{last:#}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-
-    // Notifications: wait for both expected ones, then a little more for any unexpected one.
-    wait_until(
-        Duration::from_secs(30),
-        "both webhook notifications",
-        || (webhook.received().len() >= 2).then_some(()),
+    wait_for_states(
+        &am,
+        &[
+            (EXCEEDED, "lab", "suppressed"),
+            (EXCEEDED, "other", "active"),
+            (SUSPENDED, "lab", "active"),
+        ],
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let mut notified: Vec<(String, String, String)> = Vec::new();
-    for (path, body) in webhook.received() {
-        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        for a in v["alerts"].as_array().cloned().unwrap_or_default() {
-            notified.push((
-                path.clone(),
-                a["labels"]["alertname"].as_str().unwrap_or("?").to_string(),
-                a["labels"]["cluster"].as_str().unwrap_or("?").to_string(),
-            ));
-        }
-    }
-    notified.sort();
-    notified.dedup();
     assert_eq!(
-        notified,
+        notifications(&webhook, 2),
         vec![
             (
                 "/storage-info".to_string(),
@@ -174,6 +103,203 @@ fn alertmanager_example_routes_and_inhibits_exceeded_while_suspended() {
         ],
         "what the example config notifies, and where"
     );
+}
+
+/// Issue 15: while the enforcer's own pause holds (RecoveryPausedByEnforcer fires), alerts on
+/// Ceph's OSDMAP_FLAGS health check (the mgr module's `ceph_health_detail{name="OSDMAP_FLAGS"}`,
+/// which keep its `name` label) are muted for that cluster, and only then: the same alert of a
+/// cluster where no pause of ours holds (a human's flag) is notified, the ceph-mixin's
+/// CephHealthWarning is never muted, and once the pause alert resolves the muted alert is
+/// notified.
+#[test]
+fn alertmanager_example_inhibits_osdmap_flags_only_while_the_enforcer_pauses() {
+    let Some((webhook, _dir, am)) = example_alertmanager() else {
+        return;
+    };
+    const FLAGS: &str = "CephOSDMapFlags"; // any alertname: the target is name="OSDMAP_FLAGS"
+    const MIXIN: &str = "CephHealthWarning";
+    let osdmap_flags = &[("name", "OSDMAP_FLAGS"), ("type", "ceph_default")];
+    let pause = |ends: Option<&str>| {
+        let mut a = posted(
+            PAUSED_BY_ENFORCER,
+            "lab",
+            "info",
+            &[("instance", "crb:9939"), ("job", "ceph-recovery-budget")],
+        );
+        if let Some(t) = ends {
+            a["endsAt"] = json!(t);
+        }
+        a
+    };
+    let alerts = json!([
+        pause(None),
+        posted(FLAGS, "lab", "warning", osdmap_flags),
+        posted(FLAGS, "other", "warning", osdmap_flags),
+        posted(MIXIN, "lab", "warning", &[("type", "ceph_default")]),
+    ]);
+    let (code, body) = http_post_json(am.port, "/api/v2/alerts", &alerts.to_string());
+    assert_eq!(code, 200, "posting alerts: {body}");
+    wait_for_states(
+        &am,
+        &[
+            (FLAGS, "lab", "suppressed"),
+            (FLAGS, "other", "active"),
+            (MIXIN, "lab", "active"),
+            (PAUSED_BY_ENFORCER, "lab", "active"),
+        ],
+    );
+    assert_eq!(
+        notifications(&webhook, 3),
+        vec![
+            (
+                "/storage-info".to_string(),
+                PAUSED_BY_ENFORCER.to_string(),
+                "lab".to_string()
+            ),
+            (
+                "/storage-oncall".to_string(),
+                MIXIN.to_string(),
+                "lab".to_string()
+            ),
+            (
+                "/storage-oncall".to_string(),
+                FLAGS.to_string(),
+                "other".to_string()
+            ),
+        ],
+        "while the pause holds: OSDMAP_FLAGS of lab muted, the rest notified (sorted)"
+    );
+
+    // The enforcer's flags are gone (its alert resolves) but Ceph still reports OSDMAP_FLAGS:
+    // a flag someone else set. It must now be notified.
+    let ended =
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now() - Duration::from_secs(60))
+            .to_string();
+    let (code, body) = http_post_json(
+        am.port,
+        "/api/v2/alerts",
+        &json!([
+            pause(Some(&ended)),
+            posted(FLAGS, "lab", "warning", osdmap_flags)
+        ])
+        .to_string(),
+    );
+    assert_eq!(code, 200, "posting alerts: {body}");
+    wait_for_states(&am, &[(FLAGS, "lab", "active")]);
+    wait_until(
+        Duration::from_secs(30),
+        "the OSDMAP_FLAGS alert of lab notified once the pause ended",
+        || {
+            notifications_now(&webhook)
+                .contains(&(
+                    "/storage-oncall".to_string(),
+                    FLAGS.to_string(),
+                    "lab".to_string(),
+                ))
+                .then_some(())
+        },
+    );
+}
+
+/// An alert as Prometheus posts it to Alertmanager.
+fn posted(name: &str, cluster: &str, severity: &str, extra: &[(&str, &str)]) -> Value {
+    let mut labels = json!({"alertname": name, "cluster": cluster, "severity": severity});
+    for (k, v) in extra {
+        labels[*k] = json!(v);
+    }
+    json!({"labels": labels, "annotations": {"summary": "posted by tests/promtool.rs"}})
+}
+
+/// A real Alertmanager running alerts/alertmanager.example.yml (after `amtool check-config`),
+/// its webhooks pointed at a local receiver and its group_wait and group_interval at 1 s; `None`
+/// (skipped) when the programs are not installed.
+fn example_alertmanager() -> Option<(Webhook, TempDir, common::prom::Server)> {
+    let amtool = tool_or_skip("amtool", "prometheus-alertmanager")?;
+    tool_or_skip("prometheus-alertmanager", "prometheus-alertmanager")?;
+    run_ok(
+        Command::new(&amtool)
+            .args(["check-config", AM_EXAMPLE])
+            .current_dir(repo()),
+        "amtool check-config",
+    );
+
+    let webhook = Webhook::start();
+    let dir = TempDir::new("alertmanager");
+    let example = read(AM_EXAMPLE);
+    assert!(
+        example.contains("http://127.0.0.1:5001/")
+            && example.contains("group_wait: 30s")
+            && example.contains("group_interval: 5m"),
+        "the test rewrites the example's webhook URLs, group_wait and group_interval: update it"
+    );
+    let config = example
+        .replace(
+            "http://127.0.0.1:5001/",
+            &format!("http://127.0.0.1:{}/", webhook.port),
+        )
+        .replace("group_wait: 30s", "group_wait: 1s")
+        .replace("group_interval: 5m", "group_interval: 1s");
+    let config = dir.write("alertmanager.yml", &config);
+    let am = start_alertmanager(&dir, &config);
+    Some((webhook, dir, am))
+}
+
+/// Polls Alertmanager's alert list until each (alertname, cluster) has its expected state
+/// (`active`, `suppressed`): inhibition is applied as Alertmanager processes the alerts.
+fn wait_for_states(am: &common::prom::Server, expected: &[(&str, &str, &str)]) {
+    let start = Instant::now();
+    loop {
+        let last = am.get_json("/api/v2/alerts");
+        let state = |name: &str, cluster: &str| -> Option<String> {
+            last.as_array()?
+                .iter()
+                .find(|a| a["labels"]["alertname"] == name && a["labels"]["cluster"] == cluster)
+                .and_then(|a| a["status"]["state"].as_str().map(str::to_string))
+        };
+        if expected
+            .iter()
+            .all(|(n, c, s)| state(n, c).as_deref() == Some(*s))
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "expected (alertname, cluster, state) {expected:?}; Alertmanager lists:\n{last:#}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// (path, alertname, cluster) of every alert notified so far, sorted, without repeats.
+fn notifications_now(webhook: &Webhook) -> Vec<(String, String, String)> {
+    let mut notified = Vec::new();
+    for (path, body) in webhook.received() {
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        for a in v["alerts"].as_array().cloned().unwrap_or_default() {
+            if a["status"] != "firing" {
+                continue;
+            }
+            notified.push((
+                path.clone(),
+                a["labels"]["alertname"].as_str().unwrap_or("?").to_string(),
+                a["labels"]["cluster"].as_str().unwrap_or("?").to_string(),
+            ));
+        }
+    }
+    notified.sort();
+    notified.dedup();
+    notified
+}
+
+/// Waits for `n` distinct notified alerts, then a little more for any unexpected one.
+fn notifications(webhook: &Webhook, n: usize) -> Vec<(String, String, String)> {
+    wait_until(
+        Duration::from_secs(30),
+        &format!("{n} webhook notifications"),
+        || (notifications_now(webhook).len() >= n).then_some(()),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    notifications_now(webhook)
 }
 
 /// A webhook receiver on loopback recording (path, body) of each POST.

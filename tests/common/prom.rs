@@ -26,6 +26,8 @@ pub const DASHBOARD: &str = "dashboards/ceph-recovery-budget.json";
 
 pub const EXCEEDED: &str = "RecoveryLatencyBudgetExceeded";
 pub const SUSPENDED: &str = "RecoveryLatencyBudgetSuspended";
+pub const PAUSED_BY_ENFORCER: &str = "RecoveryPausedByEnforcer";
+pub const EXPORTER_DOWN_WHILE_PAUSED: &str = "RecoveryBudgetExporterDownWhilePaused";
 
 /// A file of the repository.
 pub fn read(rel: &str) -> String {
