@@ -281,22 +281,15 @@ mod tests {
         assert!(!alive, "grandchild {grandchild} survived the timeout");
     }
 
+    /// A `ceph` that is a shell script (the script gets the ceph arguments as $1...).
+    fn sh(script: &str) -> CliClient {
+        client(&["sh", "-c", script, "sh"], Duration::from_secs(30))
+    }
+
     #[tokio::test]
     async fn a_reply_over_the_cap_is_refused_and_the_command_killed() {
         // 1 MiB of output against a 64 KiB cap; the command would then sleep for a minute.
-        let c = CliClient::new(&CliSettings {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "head -c 1048576 /dev/zero; sleep 60".into(),
-                "sh".into(),
-            ],
-            conf: None,
-            name: None,
-            keyring: None,
-            timeout: Duration::from_secs(30),
-        })
-        .with_max_reply_bytes(64 << 10);
+        let c = sh("head -c 1048576 /dev/zero; sleep 60").with_max_reply_bytes(64 << 10);
         let started = Instant::now();
         let err = c
             .run(&CephCommand::new(["pg", "ls", "undersized"]))
@@ -312,19 +305,8 @@ mod tests {
             "not killed at once"
         );
         // Under the cap, and a stderr far over its own cap, still read whole.
-        let c = CliClient::new(&CliSettings {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "head -c 60000 /dev/zero; head -c 1048576 /dev/zero >&2".into(),
-                "sh".into(),
-            ],
-            conf: None,
-            name: None,
-            keyring: None,
-            timeout: Duration::from_secs(30),
-        })
-        .with_max_reply_bytes(64 << 10);
+        let c = sh("head -c 60000 /dev/zero; head -c 1048576 /dev/zero >&2")
+            .with_max_reply_bytes(64 << 10);
         let out = c.run(&CephCommand::new(["status"])).await.expect("runs");
         assert_eq!(out.stdout.len(), 60000);
         assert_eq!(out.stderr.len(), 64 << 10);
