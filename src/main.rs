@@ -141,16 +141,16 @@ fn fio_baseline(path: &Path) -> anyhow::Result<f64> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    ceph_recovery_budget::http_client::HttpTarget::parse(&args.url)
-        .map_err(|e| anyhow::anyhow!("--url {e}"))?;
-    let body = ceph_recovery_budget::http_client::http_get(&args.url, "/api/status").with_context(
-        || {
+    use ceph_recovery_budget::http_client::{get_ok, HttpTarget, Options};
+    let target = HttpTarget::parse(&args.url).map_err(|e| anyhow::anyhow!("--url {e}"))?;
+    let body = runtime()?
+        .block_on(get_ok(&target, "/api/status", Options::json()))
+        .with_context(|| {
             format!(
                 "--url {}: is `ceph-recovery-budget serve` running there?",
                 args.url
             )
-        },
-    )?;
+        })?;
     if args.format == StatusFormat::Json {
         print_out(&format!("{body}\n"));
         return Ok(ExitCode::SUCCESS);

@@ -9,7 +9,7 @@ use ceph_recovery_budget::collect::{commands, CollectSettings, Collector, Snapsh
 use ceph_recovery_budget::enforcer::policy::Policy;
 use ceph_recovery_budget::enforcer::{DecisionRecord, EnforcerView};
 use ceph_recovery_budget::http::{self, report::StatusReport};
-use ceph_recovery_budget::http_client::http_get;
+use ceph_recovery_budget::http_client::{get, get_ok, HttpTarget, Options, Response};
 
 fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(format!(
@@ -54,18 +54,20 @@ async fn undersized_snapshot() -> Snapshot {
     col.collect_once().await
 }
 
-fn raw_get(port: u16, path: &str, accept: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: x\r\nAccept: {accept}\r\n\r\n"
-    )
-    .unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).unwrap();
-    let (head, body) = buf.split_once("\r\n\r\n").unwrap();
-    (head.to_string(), body.to_string())
+/// GET `path` asking for `accept`, as Prometheus or a browser would.
+async fn get_accepting(port: u16, path: &str, accept: &'static str) -> Response {
+    let target = HttpTarget::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+    let options = Options {
+        accept: Some(accept),
+        ..Options::default()
+    };
+    get(&target, path, options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn content_type(r: &Response) -> String {
+    r.content_type.as_deref().unwrap_or("").to_lowercase()
 }
 
 struct Server {
@@ -96,29 +98,23 @@ async fn prometheus_gets_openmetrics_when_it_asks_and_text_otherwise() {
         .send(Arc::new(undersized_snapshot().await))
         .unwrap();
     let port = srv.port;
-    let (head, body) = tokio::task::spawn_blocking(move || {
-        raw_get(port, "/metrics", "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
-    })
-    .await
-    .unwrap();
+    let r = get_accepting(port, "/metrics", "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1").await;
     assert!(
-        head.to_lowercase()
-            .contains("content-type: application/openmetrics-text; version=1.0.0"),
-        "{head}"
+        content_type(&r).contains("application/openmetrics-text; version=1.0.0"),
+        "{r:?}"
     );
-    assert!(body.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    assert!(r.body.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
     assert!(
-        body.contains("ceph_pool_at_min_size{pool=\"rbd-vms\"} 1"),
-        "{body}"
+        r.body.contains("ceph_pool_at_min_size{pool=\"rbd-vms\"} 1"),
+        "{}",
+        r.body
     );
-    let (head, body) = tokio::task::spawn_blocking(move || raw_get(port, "/metrics", "*/*"))
-        .await
-        .unwrap();
+    let r = get_accepting(port, "/metrics", "*/*").await;
     assert!(
-        head.to_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{head}"
+        content_type(&r).contains("text/plain; version=0.0.4"),
+        "{r:?}"
     );
+    let body = r.body;
     assert!(!body.contains("# EOF"));
     // The latency collector timed out: its families are absent, the collector is down, the rest is served.
     assert!(body.contains("ceph_recovery_budget_collector_up{collector=\"latency\"} 0"));
@@ -130,32 +126,21 @@ async fn prometheus_gets_openmetrics_when_it_asks_and_text_otherwise() {
 async fn ready_only_after_the_first_status_and_healthy_always() {
     let srv = serve(None).await;
     let port = srv.port;
-    let (head, body) = tokio::task::spawn_blocking(move || raw_get(port, "/-/ready", "*/*"))
-        .await
-        .unwrap();
-    assert!(
-        head.starts_with("HTTP/1.0 503") || head.starts_with("HTTP/1.1 503"),
-        "{head}"
-    );
-    assert!(body.contains("not been read yet"));
-    let (head, _) = tokio::task::spawn_blocking(move || raw_get(port, "/-/healthy", "*/*"))
-        .await
-        .unwrap();
-    assert!(head.contains(" 200 "), "{head}");
+    let r = get_accepting(port, "/-/ready", "*/*").await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.body.contains("not been read yet"));
+    let r = get_accepting(port, "/-/healthy", "*/*").await;
+    assert_eq!(r.status, 200, "{r:?}");
     srv.snapshots
         .send(Arc::new(undersized_snapshot().await))
         .unwrap();
-    let (head, _) = tokio::task::spawn_blocking(move || raw_get(port, "/-/ready", "*/*"))
-        .await
-        .unwrap();
-    assert!(head.contains(" 200 "), "{head}");
+    let r = get_accepting(port, "/-/ready", "*/*").await;
+    assert_eq!(r.status, 200, "{r:?}");
     // The enforcer is off: /decisions says so.
-    let (head, body) = tokio::task::spawn_blocking(move || raw_get(port, "/decisions", "*/*"))
-        .await
-        .unwrap();
+    let r = get_accepting(port, "/decisions", "*/*").await;
     assert!(
-        head.contains(" 404 ") && body.contains("enforcer is off"),
-        "{head}{body}"
+        r.status == 404 && r.body.contains("enforcer is off"),
+        "{r:?}"
     );
 }
 
@@ -201,16 +186,11 @@ async fn decisions_status_and_landing_page_for_on_call() {
     srv.snapshots
         .send(Arc::new(undersized_snapshot().await))
         .unwrap();
-    let url = format!("http://127.0.0.1:{}", srv.port);
-    let (decisions, status, landing) = tokio::task::spawn_blocking(move || {
-        (
-            http_get(&url, "/decisions?limit=1").unwrap(),
-            http_get(&url, "/api/status").unwrap(),
-            http_get(&url, "/").unwrap(),
-        )
-    })
-    .await
-    .unwrap();
+    let target = HttpTarget::parse(&format!("http://127.0.0.1:{}", srv.port)).unwrap();
+    let json = Options::json();
+    let decisions = get_ok(&target, "/decisions?limit=1", json).await.unwrap();
+    let status = get_ok(&target, "/api/status", json).await.unwrap();
+    let landing = get_ok(&target, "/", json).await.unwrap();
     let d: serde_json::Value = serde_json::from_str(&decisions).unwrap();
     assert_eq!(d.as_array().map(Vec::len), Some(1), "limit=1");
     assert_eq!(d[0]["event"], "THROTTLE", "newest first");

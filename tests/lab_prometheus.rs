@@ -608,12 +608,20 @@ fn the_enforcers_prometheus_query_goes_under_the_urls_path_prefix() {
     let prom = start_prometheus_under(&dir, "global:\n  scrape_interval: 15s\n", "/prometheus");
     let path = query_path("vector(0.25)");
     let under = format!("http://127.0.0.1:{}/prometheus/", prom.port);
-    let body = ceph_recovery_budget::http_client::http_get(&under, &path)
-        .unwrap_or_else(|e| panic!("query under the prefix: {e:#}"));
+    let ask = |url: &str| {
+        use ceph_recovery_budget::http_client::{get_ok, HttpTarget, Options};
+        let target = HttpTarget::parse(url).unwrap();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(get_ok(&target, &path, Options::json()))
+    };
+    let body = ask(&under).unwrap_or_else(|e| panic!("query under the prefix: {e}"));
     assert_eq!(parse_answer(&body), Ok(Some(0.25)));
     // The same Prometheus has no API at the root: the prefix is what made the query work.
     let root = format!("http://127.0.0.1:{}", prom.port);
-    assert!(ceph_recovery_budget::http_client::http_get(&root, &path).is_err());
+    assert!(ask(&root).is_err());
 
     // `serve` as configured for a large cluster, with the URL as an operator writes it: the p99
     // it judges comes from that Prometheus.

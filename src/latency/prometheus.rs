@@ -90,7 +90,11 @@ pub async fn poll(
     tx: watch::Sender<Option<ExternalP99>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    use crate::http_client::{get_ok, HttpTarget, Options};
     let path = query_path(&query);
+    // The URL was checked with the configuration; a bad one is reported on every tick.
+    let target = HttpTarget::parse(&url).map_err(|e| format!("--prometheus.url {e}"));
+    let options = Options::json().with_timeout(interval.max(Duration::from_secs(5)));
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -98,17 +102,12 @@ pub async fn poll(
             _ = ticker.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        let (u, p) = (url.clone(), path.clone());
-        let fetched = tokio::time::timeout(
-            interval.max(Duration::from_secs(5)),
-            tokio::task::spawn_blocking(move || crate::http_client::http_get(&u, &p)),
-        )
-        .await;
-        let value = match fetched {
-            Ok(Ok(Ok(body))) => parse_answer(&body),
-            Ok(Ok(Err(e))) => Err(format!("{e:#}")),
-            Ok(Err(e)) => Err(format!("the query task failed: {e}")),
-            Err(_) => Err(format!("{url} did not answer within {interval:?}")),
+        let value = match &target {
+            Ok(target) => match get_ok(target, &path, options).await {
+                Ok(body) => parse_answer(&body),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.clone()),
         };
         if let Err(e) = &value {
             tracing::warn!(url = %url, error = %e, "cannot read p99 from Prometheus");

@@ -2,8 +2,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -204,41 +203,44 @@ impl Drop for Exporter {
 }
 
 pub fn http_get(port: u16, path: &str) -> (u16, String) {
-    http_request(
-        port,
-        &format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n"),
-    )
+    http_request(port, path, None)
 }
 
 pub fn http_post_json(port: u16, path: &str, body: &str) -> (u16, String) {
-    http_request(
-        port,
-        &format!(
-            "POST {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    )
+    http_request(port, path, Some(body))
 }
 
-/// Sends a raw HTTP/1.0 request to 127.0.0.1:port; (0, "") when nothing answers.
-fn http_request(port: u16, request: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
+/// GETs `path` (or POSTs the JSON `post`) at 127.0.0.1:port with the program's HTTP client;
+/// (0, "") when nothing answers.
+fn http_request(port: u16, path: &str, post: Option<&str>) -> (u16, String) {
+    use ceph_recovery_budget::http_client::{get, post_json, HttpTarget, Options};
+    let run = || {
+        let Ok(target) = HttpTarget::parse(&format!("http://127.0.0.1:{port}")) else {
+            return (0, String::new());
+        };
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return (0, String::new());
+        };
+        let answer = rt.block_on(async {
+            match post {
+                None => get(&target, path, Options::default()).await,
+                Some(json) => post_json(&target, path, json, Options::default()).await,
+            }
+        });
+        match answer {
+            Ok(a) => (a.status, a.body),
+            Err(_) => (0, String::new()),
+        }
     };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    if s.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
+    // A runtime cannot be entered from inside another: from an async test, use a thread.
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| s.spawn(run).join().unwrap_or_default())
+    } else {
+        run()
     }
-    let mut buf = String::new();
-    let _ = s.read_to_string(&mut buf);
-    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or((&buf, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_string())
 }
 
 /// Parsed exposition: series (name + sorted labels) -> value.

@@ -300,36 +300,13 @@ pub struct RealEnforcer {
 
 impl RunningEnforcer for RealEnforcer {
     async fn get(&self, path: &str) -> Result<String, String> {
-        let port = self.port;
-        let request = async {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .map_err(|e| format!("connecting to 127.0.0.1:{port}: {e}"))?;
-            stream
-                .write_all(
-                    format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
-                )
-                .await
-                .map_err(|e| format!("asking {path}: {e}"))?;
-            let mut buf = Vec::new();
-            stream
-                .read_to_end(&mut buf)
-                .await
-                .map_err(|e| format!("reading the answer to {path}: {e}"))?;
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-            match head.split_whitespace().nth(1) {
-                Some("200") => Ok(body.to_string()),
-                code => Err(format!(
-                    "{path} answered {}: {}",
-                    code.unwrap_or("?"),
-                    crate::ceph::first_lines(body, 2)
-                )),
-            }
-        };
-        tokio::time::timeout(HTTP_TIMEOUT, request)
+        use crate::http_client::{get_ok, HttpTarget, Options};
+        let target = HttpTarget::parse(&format!("http://127.0.0.1:{}", self.port))?;
+        // Errors read "connecting to http://127.0.0.1:PORT/PATH: ...", "... answered 503: ..."
+        // or "...: no answer within 10s ...".
+        get_ok(&target, path, Options::default().with_timeout(HTTP_TIMEOUT))
             .await
-            .unwrap_or_else(|_| Err(format!("{path}: no answer within {HTTP_TIMEOUT:?}")))
+            .map_err(|e| e.to_string())
     }
 
     fn exited(&mut self) -> Option<String> {
