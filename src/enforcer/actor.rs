@@ -225,7 +225,7 @@ impl Actor for FakeActor {
         self.log(what.clone());
         let path = self.state_file.lock().ok().and_then(|p| p.clone());
         if let Some(path) = path {
-            let listed = super::EnforcerState::load(&path)
+            let listed = super::state::EnforcerState::load(&path)
                 .map(|s| s.flags_set.contains(flag))
                 .unwrap_or(false);
             if let Ok(mut v) = self.flag_in_state_file_when_set.lock() {

@@ -1,169 +1,23 @@
-//! The pure core: `decide(policy, observation, state, now) -> Decision`, and
-//! `apply_outcome` for what happened when the loop acted. No I/O, no clock.
+//! The pure core: `decide(policy, observation, state, now) -> Decision`, every effect to carry
+//! out (config changes and the pause flags alike) with the lines to log and the next state.
+//! `apply_outcome` (in `outcome.rs`) adds what happened when the loop acted. No I/O, no clock.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::ladder;
+use super::ctx::Ctx;
+pub use super::effect::Decision;
+use super::effect::{Action, Change, Effect, Planned, Want};
+use super::event::{DecisionEvent, DecisionRecord};
+use super::flags;
+pub use super::ladder::MCLOCK_PROFILE_KEY;
+use super::ladder::{self, changes_to, same_setting, throttle_values};
 use super::observation::{Observation, OpQueue};
-use super::pause::{PauseState, PAUSE_FLAGS};
-use super::policy::{Mode, Policy, SuspendWhen};
-use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Retry, Time};
+use super::pause::foreign_flags;
+use super::policy::{Policy, SuspendWhen};
+use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Time};
 use crate::units::{fmt_ms, fmt_secs};
 
-pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
 const HOUR: f64 = 3600.0;
-
-/// One setting to change: `to: None` means `ceph config rm osd KEY`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Change {
-    pub key: String,
-    pub from: Option<String>,
-    pub to: Option<String>,
-}
-
-impl Change {
-    pub fn describe(&self) -> String {
-        format!(
-            "{} {} -> {}",
-            self.key,
-            self.from.as_deref().unwrap_or("(unset)"),
-            self.to.as_deref().unwrap_or("(unset)")
-        )
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Action {
-    pub kind: ActionKind,
-    pub changes: Vec<Change>,
-    /// Why, in numbers.
-    pub reason: String,
-    /// Values also pushed to the running OSDs (`ceph tell osd.* config set`): Pacific keeps a
-    /// built-in profile's scheduler values over the config database's, so a `custom` limit
-    /// set with `config set` alone would not bind until the OSDs restart.
-    pub push: Vec<(String, String)>,
-    /// Where the ladder stands (rung, step) once the action is carried out.
-    pub rung: Option<(u8, usize)>,
-}
-
-/// What `decide` wants done, before the limits are checked.
-pub(super) struct Want {
-    kind: ActionKind,
-    changes: Vec<Change>,
-    reason: String,
-    pub(super) push: Vec<(String, String)>,
-    pub(super) rung: Option<(u8, usize)>,
-}
-
-impl Want {
-    pub(super) fn new(kind: ActionKind, changes: Vec<Change>, reason: String) -> Self {
-        Self {
-            kind,
-            changes,
-            reason,
-            push: Vec::new(),
-            rung: None,
-        }
-    }
-}
-
-impl Action {
-    pub fn describe(&self) -> String {
-        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
-        format!(
-            "{} {}: {}",
-            self.kind.as_str(),
-            changes.join(", "),
-            self.reason
-        )
-    }
-}
-
-/// A line of the decision log, also served as JSON on /decisions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DecisionRecord {
-    pub time: Time,
-    pub mode: &'static str,
-    /// THROTTLE, SUSPEND, RESUME, RESTORE, or a state change (BREACH, HOLD, ...).
-    pub event: String,
-    /// The action was carried out (false: observe mode, or a note).
-    pub performed: bool,
-    pub message: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<Change>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_seconds: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bound_seconds: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline_seconds: Option<f64>,
-    pub pgs_recovering: u64,
-    pub pgs_undersized: u64,
-    pub degraded_objects: u64,
-    pub misplaced_objects: u64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pools_at_min_size: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    pub action: Option<Action>,
-    pub notes: Vec<DecisionRecord>,
-    pub next: EnforcerState,
-}
-
-/// Context for building records.
-pub(super) struct Ctx<'a> {
-    pub(super) policy: &'a Policy,
-    pub(super) obs: &'a Observation,
-    pub(super) now: Time,
-    pub(super) bound: Option<f64>,
-}
-
-impl Ctx<'_> {
-    /// A note logged once per recovery under `key`; the message is built only then.
-    pub(super) fn note_once(
-        &self,
-        next: &mut EnforcerState,
-        notes: &mut Vec<DecisionRecord>,
-        key: impl Into<String>,
-        event: &str,
-        message: impl FnOnce() -> String,
-    ) {
-        if next.noted.insert(key.into()) {
-            notes.push(self.record(event, message()));
-        }
-    }
-
-    pub(super) fn record(&self, event: &str, message: String) -> DecisionRecord {
-        DecisionRecord {
-            time: self.now,
-            mode: self.policy.mode.as_str(),
-            event: event.to_string(),
-            performed: false,
-            message,
-            changes: Vec::new(),
-            p99_seconds: self.obs.p99,
-            bound_seconds: self.bound,
-            baseline_seconds: self.obs.baseline,
-            pgs_recovering: self.obs.pgs_recovering,
-            pgs_undersized: self.obs.undersized_pgs,
-            degraded_objects: self.obs.degraded_objects,
-            misplaced_objects: self.obs.misplaced_objects,
-            pools_at_min_size: self.obs.pools_at_min_size.clone(),
-        }
-    }
-
-    /// "12 PGs recovering, 0 undersized"
-    fn pg_summary(&self) -> String {
-        format!(
-            "{} PGs recovering, {} undersized",
-            self.obs.pgs_recovering, self.obs.undersized_pgs
-        )
-    }
-}
 
 /// What a HOLD is about, without the error texts: "collector status; collector latency".
 fn hold_key(reason: &str) -> String {
@@ -183,16 +37,6 @@ fn hold_key(reason: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
-/// comparison would read our own wpq lever as someone else's change.
-pub(super) fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
-        _ => false,
-    }
 }
 
 /// Seconds until another change is allowed, or 0.
@@ -246,32 +90,6 @@ fn at_risk(policy: &Policy, obs: &Observation) -> Option<String> {
     }
 }
 
-/// The values the policy sets to throttle, for the op queue the OSDs run.
-pub(super) fn throttle_values(
-    policy: &Policy,
-    obs: &Observation,
-) -> Option<BTreeMap<String, String>> {
-    match &obs.op_queue {
-        OpQueue::Mclock => Some(BTreeMap::from([(
-            MCLOCK_PROFILE_KEY.to_string(),
-            policy.throttle_profile.clone(),
-        )])),
-        OpQueue::Other(_) => Some(policy.wpq_levers.clone()),
-        OpQueue::Mixed | OpQueue::Unknown => None,
-    }
-}
-
-pub(super) fn changes_to(values: &BTreeMap<String, String>, obs: &Observation) -> Vec<Change> {
-    values
-        .iter()
-        .map(|(k, v)| Change {
-            key: k.clone(),
-            from: obs.configured.get(k).cloned().flatten(),
-            to: Some(v.clone()),
-        })
-        .collect()
-}
-
 fn changes_back(state: &EnforcerState, obs: &Observation) -> Vec<Change> {
     let applied = state.applied.as_ref();
     state
@@ -295,17 +113,62 @@ fn changes_back(state: &EnforcerState, obs: &Observation) -> Vec<Change> {
 }
 
 /// Decides what to do now. `state` is what the enforcer remembered; the returned `next` is what
-/// it remembers if the action (if any) is not carried out: [`apply_outcome`] adds the result.
+/// it remembers if no effect is carried out: `apply_outcome` adds each result. The effects come
+/// in the order to run them: the pause flags coming off first (that never waits for a config
+/// change), then the config change, then the pause flags going on.
 pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Decision {
+    let Core {
+        action,
+        notes,
+        next,
+    } = decide_core(policy, obs, state, now);
+    let was_paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
+    let flags = flags::plan(policy, was_paused, &next);
+    let mut effects = Vec::new();
+    let (unset_first, set_last) = match flags {
+        Some(
+            p @ Planned {
+                effect: Effect::UnsetFlags { .. },
+                ..
+            },
+        ) => (Some(p), None),
+        other => (None, other),
+    };
+    effects.extend(unset_first);
+    if let Some(action) = action {
+        effects.push(Planned {
+            // The operator's original values are on disk before anything changes.
+            persist_first: (state.original != next.original).then_some("before acting"),
+            effect: Effect::Config(action),
+        });
+    }
+    effects.extend(set_last);
+    Decision {
+        effects,
+        notes,
+        next,
+    }
+}
+
+/// The state a new run starts from: "below the bound since" from before a restart is not
+/// evidence for going down now.
+pub fn at_start(mut state: EnforcerState) -> EnforcerState {
+    state.ladder.below_since = None;
+    state
+}
+
+/// What the policy wants of the config, before the pause flags are worked out from `next`.
+struct Core {
+    action: Option<Action>,
+    notes: Vec<DecisionRecord>,
+    next: EnforcerState,
+}
+
+fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Core {
     let mut next = state.clone();
     next.changes.retain(|t| now - t < HOUR);
-    let bound = obs.baseline.map(|b| b * policy.multiplier);
-    let ctx = Ctx {
-        policy,
-        obs,
-        now,
-        bound,
-    };
+    let ctx = Ctx::new(policy, obs, now);
+    let bound = ctx.bound;
     let mut notes = Vec::new();
 
     // 7. Never act on old data.
@@ -314,14 +177,14 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         let key = hold_key(reason);
         if state.holding.as_deref() != Some(key.as_str()) {
             notes.push(ctx.record(
-                "HOLD",
+                DecisionEvent::Hold,
                 format!("HOLD: {reason}; no action on old data until observations are fresh again"),
             ));
         }
         // Time not seen does not count towards `for`: the breach starts again when data is back.
         if let Some(since) = next.breach_since.take() {
             notes.push(ctx.record(
-                "BREACH_ENDED",
+                DecisionEvent::BreachEnded,
                 format!(
                     "BREACH no longer tracked after {}: observations are stale",
                     fmt_secs(now - since)
@@ -336,7 +199,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         );
         next.holding = Some(key);
         next.phase = Phase::Holding;
-        return Decision {
+        return Core {
             action: None,
             notes,
             next,
@@ -344,20 +207,14 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
     }
     if state.holding.is_some() {
         notes.push(ctx.record(
-            "HOLD_ENDED",
+            DecisionEvent::HoldEnded,
             "HOLD ended: observations are fresh again".to_string(),
         ));
         next.holding = None;
     }
 
     // Pause flags someone else set: their recovery pause, hands off entirely.
-    let foreign: Vec<String> = obs
-        .osd_flags
-        .iter()
-        .flatten()
-        .filter(|f| PAUSE_FLAGS.contains(&f.as_str()) && !state.flags_set.contains(*f))
-        .cloned()
-        .collect();
+    let foreign = foreign_flags(obs.osd_flags.as_ref(), &state.flags_set);
     if !foreign.is_empty() {
         ladder::end_pause(
             &ctx,
@@ -370,8 +227,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         );
         let key = format!("flags {}", foreign.join(","));
         if state.holding.as_deref() != Some(key.as_str()) {
-            notes.push(ctx.record(
-                "HOLD",
+            notes.push(ctx.record(DecisionEvent::Hold,
                 format!(
                     "HOLD: {} set, not by the enforcer: someone paused recovery by hand; the enforcer changes nothing (and never touches their flags) until it is unset",
                     foreign.join(" and ")
@@ -380,7 +236,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         }
         next.holding = Some(key);
         next.phase = Phase::Holding;
-        return Decision {
+        return Core {
             action: None,
             notes,
             next,
@@ -426,7 +282,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             ..LadderState::default()
         };
         notes.push(ctx.record(
-            "RECOVERY_STARTED",
+            DecisionEvent::RecoveryStarted,
             format!(
                 "RECOVERY started: {} degraded, {} misplaced objects; {}",
                 obs.degraded_objects,
@@ -466,8 +322,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 })
                 .collect();
             if !changed.is_empty() {
-                notes.push(ctx.record(
-                    "OVERRIDE",
+                notes.push(ctx.record(DecisionEvent::Override,
                     format!(
                         "OVERRIDE: someone changed the setting by hand: {}; the enforcer stops acting until this recovery ends and will not restore anything",
                         changed.join("; ")
@@ -485,8 +340,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             "someone changed what the enforcer set: hands off",
         );
         if !recovering {
-            notes.push(ctx.record(
-                "OVERRIDE_ENDED",
+            notes.push(ctx.record(DecisionEvent::OverrideEnded,
                 "OVERRIDE ended: recovery finished; the enforcer resumes the policy (the hand-set value stays)".to_string(),
             ));
             next = EnforcerState {
@@ -500,7 +354,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         } else {
             next.phase = Phase::Overridden;
         }
-        return Decision {
+        return Core {
             action: None,
             notes,
             next,
@@ -513,7 +367,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         // 1 and 5: no recovery: nothing to do but restore, after the settle time.
         if let Some(since) = next.breach_since.take() {
             notes.push(ctx.record(
-                "BREACH_ENDED",
+                DecisionEvent::BreachEnded,
                 format!(
                     "BREACH ended after {}: recovery finished",
                     fmt_secs(now - since)
@@ -522,7 +376,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         if state.recovery_active {
-            notes.push(ctx.record("RECOVERY_FINISHED", "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
+            notes.push(ctx.record(DecisionEvent::RecoveryFinished, "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
         }
         // Anything changed in this episode is put back, even after a partly failed action.
         if !state.original.is_empty() {
@@ -559,7 +413,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             );
             if let Some(since) = next.breach_since.take() {
                 notes.push(ctx.record(
-                    "BREACH_ENDED",
+                    DecisionEvent::BreachEnded,
                     format!(
                         "BREACH no longer counts after {}: bound suspended ({risk})",
                         fmt_secs(now - since)
@@ -595,7 +449,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                         ));
                     }
                     _ => {
-                        ctx.note_once(&mut next, &mut notes, "suspended_nothing_to_do", "SUSPENDED", || format!("bound SUSPENDED: {risk}; nothing to change (OSDs do not run mClock and nothing is throttled)"));
+                        ctx.note_once(&mut next, &mut notes, "suspended_nothing_to_do", DecisionEvent::Suspended, || format!("bound SUSPENDED: {risk}; nothing to change (OSDs do not run mClock and nothing is throttled)"));
                     }
                 }
             }
@@ -625,12 +479,18 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             };
             match (obs.p99, bound, obs.baseline) {
                 (_, None, _) | (_, _, None) => {
-                    ctx.note_once(&mut next, &mut notes, "no_baseline", "NO_BASELINE", || {
-                        format!(
+                    ctx.note_once(
+                        &mut next,
+                        &mut notes,
+                        "no_baseline",
+                        DecisionEvent::NoBaseline,
+                        || {
+                            format!(
                             "cannot judge latency: no baseline yet ({}); suspension still applies",
                             obs.baseline_note.as_deref().unwrap_or("baseline unknown")
                         )
-                    });
+                        },
+                    );
                 }
                 (None, _, _) => {
                     next.breach_since = None;
@@ -639,8 +499,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                     if p99 > bound {
                         let since = *next.breach_since.get_or_insert(now);
                         if state.breach_since.is_none() {
-                            notes.push(ctx.record(
-                                "BREACH",
+                            notes.push(ctx.record(DecisionEvent::Breach,
                                 format!(
                                     "BREACH: client p99 write {} > bound {} ({} x baseline {}); acting after {} if it lasts; {}",
                                     fmt_ms(p99),
@@ -675,13 +534,13 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                                     ));
                                 }
                                 None => {
-                                    ctx.note_once(&mut next, &mut notes, "op_queue_unknown", "NO_LEVER", || format!("cannot throttle: the OSDs' op queue is {}; fix the OSDs or the collector first", obs.op_queue.describe()));
+                                    ctx.note_once(&mut next, &mut notes, "op_queue_unknown", DecisionEvent::NoLever, || format!("cannot throttle: the OSDs' op queue is {}; fix the OSDs or the collector first", obs.op_queue.describe()));
                                 }
                             }
                         }
                     } else if let Some(since) = next.breach_since.take() {
                         notes.push(ctx.record(
-                            "BREACH_ENDED",
+                            DecisionEvent::BreachEnded,
                             format!(
                                 "BREACH ended after {}: client p99 write {} <= bound {}",
                                 fmt_secs(now - since),
@@ -702,7 +561,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
     // 3: did the OSDs take the profile?  10: did the throttle help?
     if let Some(applied) = next.applied.as_mut() {
         let rung = match next.ladder.rung {
-            0 | 1 => "THROTTLE".to_string(),
+            0 | 1 => ActionKind::Throttle.as_str().to_string(),
             r => ladder::rung_name(policy, &obs.op_queue, r, next.ladder.step, None),
         };
         check_applied(policy, &ctx, applied, &rung, &mut notes);
@@ -739,8 +598,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
                 next.ladder.since = now;
                 next.ladder.top = next.ladder.top.max(1);
                 next.phase = Phase::Throttled;
-                notes.push(ctx.record(
-                    "NOTHING_TO_DO",
+                notes.push(ctx.record(DecisionEvent::NothingToDo,
                     format!("THROTTLE wanted but the OSDs are already configured that way (rung 1 is in force); the next rung is judged after {}: {reason}", fmt_secs(policy.ladder.settle.as_secs_f64())),
                 ));
             }
@@ -756,8 +614,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
         let wait = limit_wait_reserving(policy, &next, now, reserve);
         if wait > 0.0 {
             if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
-                notes.push(ctx.record(
-                    "RATE_LIMITED",
+                notes.push(ctx.record(DecisionEvent::RateLimited,
                     format!(
                         "{} deferred {}: at most {} changes per hour and {} between changes ({} in the last hour); {reason}",
                         kind.as_str(),
@@ -784,7 +641,7 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             }
         }
     }
-    Decision {
+    Core {
         action,
         notes,
         next,
@@ -816,15 +673,14 @@ fn check_applied(
                 .collect();
             if applied.not_taken.is_empty() {
                 notes.push(ctx.record(
-                    "VERIFIED",
+                    DecisionEvent::Verified,
                     format!(
                         "VERIFIED: all {} OSDs run {profile}",
                         ctx.obs.osd_profiles.len()
                     ),
                 ));
             } else {
-                notes.push(ctx.record(
-                    "NOT_TAKEN",
+                notes.push(ctx.record(DecisionEvent::NotTaken,
                     format!(
                         "NOT TAKEN: {} still run another profile than {profile} {} after the change: a value in their ceph.conf (or set with ceph tell) wins over ceph config set; remove it there",
                         applied.not_taken.join(", "),
@@ -868,119 +724,14 @@ fn check_applied(
                     }
                 )
             };
-            notes.push(ctx.record(if helped { "EFFECTIVE" } else { "NO_EFFECT" }, msg));
+            notes.push(ctx.record(
+                if helped {
+                    DecisionEvent::Effective
+                } else {
+                    DecisionEvent::NoEffect
+                },
+                msg,
+            ));
         }
     }
-}
-
-/// Backoff after failed attempts: 10 s, 20 s, 40 s, ... at most 5 minutes.
-pub fn retry_delay(attempts: u32) -> f64 {
-    (10.0 * 2f64.powi(attempts.saturating_sub(1).min(10) as i32)).min(300.0)
-}
-
-/// Adds what happened when the loop carried out `action` (or, in observe mode, pretended to).
-pub fn apply_outcome(
-    policy: &Policy,
-    mut state: EnforcerState,
-    action: &Action,
-    result: Result<(), String>,
-    now: Time,
-) -> EnforcerState {
-    match result {
-        Ok(()) => {
-            state.retry = None;
-            if !action.changes.is_empty() {
-                state.changes.push(now);
-            }
-            state.noted.retain(|n| !n.starts_with("rate_limited:"));
-            let wpq_suspension = action.kind == ActionKind::Suspend
-                && !action.changes.iter().any(|c| c.key == MCLOCK_PROFILE_KEY);
-            match action.kind {
-                ActionKind::Throttle
-                | ActionKind::Suspend
-                | ActionKind::Escalate
-                | ActionKind::Descend
-                    if !wpq_suspension =>
-                {
-                    // What the enforcer holds now: what it held, with these changes.
-                    let mut values = match action.kind {
-                        ActionKind::Throttle => BTreeMap::new(),
-                        _ => state
-                            .applied
-                            .as_ref()
-                            .map(|a| a.values.clone())
-                            .unwrap_or_default(),
-                    };
-                    for c in &action.changes {
-                        match &c.to {
-                            Some(v) => values.insert(c.key.clone(), v.clone()),
-                            None => values.remove(&c.key),
-                        };
-                    }
-                    let kind = if action.kind == ActionKind::Suspend {
-                        ActionKind::Suspend
-                    } else {
-                        ActionKind::Throttle
-                    };
-                    state.applied = Some(Applied {
-                        kind,
-                        values,
-                        at: now,
-                        simulated: policy.mode != Mode::Enforce,
-                        verified: false,
-                        not_taken: Vec::new(),
-                        effective: None,
-                    });
-                    let (rung, step) = match action.kind {
-                        ActionKind::Throttle => (1, 0),
-                        ActionKind::Suspend => (0, 0),
-                        _ => action.rung.unwrap_or((1, 0)),
-                    };
-                    state.ladder.rung = rung;
-                    state.ladder.step = step;
-                    state.ladder.since = now;
-                    state.ladder.below_since = None;
-                    state.ladder.top = state.ladder.top.max(rung);
-                    // Onto the pause together with a config change (a limit taken back).
-                    if rung >= 3 && state.ladder.pause.is_none() {
-                        let mut ps = PauseState::start(&policy.ladder.pause, now);
-                        ps.paused_total = state.ladder.paused_seconds;
-                        state.ladder.pause = Some(ps);
-                    }
-                    state.phase = if kind == ActionKind::Throttle {
-                        Phase::Throttled
-                    } else {
-                        Phase::Suspended
-                    };
-                }
-                // Back to the operator's values (Restore, Resume, or a wpq suspension).
-                _ => {
-                    state.applied = None;
-                    state.original.clear();
-                    state.ladder.rung = 0;
-                    state.ladder.step = 0;
-                    state.ladder.below_since = None;
-                    if action.kind == ActionKind::Restore {
-                        state.recovery_ended_at = None;
-                        state.noted.clear();
-                        state.phase = Phase::Idle;
-                    }
-                }
-            }
-        }
-        Err(_) => {
-            let attempts = state
-                .retry
-                .as_ref()
-                .filter(|r| r.kind == action.kind)
-                .map_or(0, |r| r.attempts)
-                + 1;
-            state.retry = Some(Retry {
-                kind: action.kind,
-                attempts,
-                next_at: now + retry_delay(attempts),
-            });
-        }
-    }
-    state
 }

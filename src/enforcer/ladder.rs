@@ -6,16 +6,19 @@
 
 use std::collections::BTreeMap;
 
-use super::decide::DecisionRecord;
-use super::decide::{changes_to, Change, Ctx, Want};
+use super::ctx::Ctx;
+use super::effect::Want;
+use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::{IopsLimit, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState};
-
-type DecisionNotes = Vec<DecisionRecord>;
+use super::types::Change;
 use crate::units::{fmt_ms, fmt_secs};
 
+type DecisionNotes = Vec<DecisionRecord>;
+
+pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
 pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
 pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
 pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
@@ -31,6 +34,42 @@ pub fn rung2_keys() -> [&'static str; 4] {
         RECOVERY_SLEEP,
         RECOVERY_MAX_ACTIVE,
     ]
+}
+
+/// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
+/// comparison would read our own wpq lever as someone else's change.
+pub fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
+        _ => false,
+    }
+}
+
+/// The values the policy sets to throttle, for the op queue the OSDs run.
+pub(super) fn throttle_values(
+    policy: &Policy,
+    obs: &Observation,
+) -> Option<BTreeMap<String, String>> {
+    match &obs.op_queue {
+        OpQueue::Mclock => Some(BTreeMap::from([(
+            MCLOCK_PROFILE_KEY.to_string(),
+            policy.throttle_profile.clone(),
+        )])),
+        OpQueue::Other(_) => Some(policy.wpq_levers.clone()),
+        OpQueue::Mixed | OpQueue::Unknown => None,
+    }
+}
+
+pub(super) fn changes_to(values: &BTreeMap<String, String>, obs: &Observation) -> Vec<Change> {
+    values
+        .iter()
+        .map(|(k, v)| Change {
+            key: k.clone(),
+            from: obs.configured.get(k).cloned().flatten(),
+            to: Some(v.clone()),
+        })
+        .collect()
 }
 
 fn steps(policy: &Policy, q: &OpQueue) -> usize {
@@ -61,10 +100,7 @@ pub fn rung2_values(policy: &Policy, q: &OpQueue, step: usize) -> Option<RungVal
             // The reservation is what recovery gets whatever the limit: down to 1 so the limit
             // binds (the built-in profiles reserve far more).
             let values = BTreeMap::from([
-                (
-                    super::decide::MCLOCK_PROFILE_KEY.to_string(),
-                    "custom".to_string(),
-                ),
+                (MCLOCK_PROFILE_KEY.to_string(), "custom".to_string()),
                 (MCLOCK_RECOVERY_RES.to_string(), "1".to_string()),
                 (MCLOCK_RECOVERY_LIM.to_string(), lim.clone()),
             ]);
@@ -235,7 +271,7 @@ pub(super) fn end_pause(
         next.ladder.below_since = None;
     }
     notes.push(ctx.record(
-        "PAUSE_ENDED",
+        DecisionEvent::PauseEnded,
         format!(
             "{}PAUSE ended: {why}; recovery runs unpaused (paused {} in this recovery)",
             observe_prefix(ctx.policy),
@@ -294,16 +330,15 @@ pub(super) fn climb(
                 now,
                 p99: obs.p99,
                 bound,
-                at_risk: false,
-                foreign_flags: false,
             },
         );
         match step.next {
             Some(n) => {
                 if let Some(note) = step.note {
-                    notes.push(
-                        ctx.record("PAUSE_SHARE", format!("{}{note}", observe_prefix(policy))),
-                    );
+                    notes.push(ctx.record(
+                        DecisionEvent::PauseShare,
+                        format!("{}{note}", observe_prefix(policy)),
+                    ));
                 }
                 next.ladder.pause = Some(n);
             }
@@ -357,7 +392,7 @@ pub(super) fn climb(
             IopsLimit::Refused(why) => Some(why),
             IopsLimit::Unknown(why) => {
                 // Not a reason for the stronger pause: ask again next cycle.
-                ctx.note_once(next, notes, "limit_wait", "LADDER_WAIT", || {
+                ctx.note_once(next, notes, "limit_wait", DecisionEvent::LadderWait, || {
                     format!(
                         "{}rung 2 (recovery limit) waits: {why}; its limit is written in IOPS, as only Pacific (16.2) reads it, so {name} is held until the versions are read",
                         observe_prefix(policy)
@@ -367,7 +402,7 @@ pub(super) fn climb(
             }
         };
         if let Some(why) = &refused {
-            ctx.note_once(next, notes, "limit_refused", "LADDER_SKIP", || {
+            ctx.note_once(next, notes, "limit_refused", DecisionEvent::LadderSkip, || {
                 format!(
                     "{}rung 2 (recovery limit) skipped: {why}; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
                     observe_prefix(policy)
@@ -397,8 +432,7 @@ pub(super) fn climb(
                     } else {
                         format!("no recovery limit for op queue {}", q.describe())
                     };
-                    notes.push(ctx.record(
-                        "LADDER_TOP",
+                    notes.push(ctx.record(DecisionEvent::LadderTop,
                         format!(
                             "{name} left client p99 write {} > bound {} after {}; no stronger rung ({why}): holding it",
                             fmt_ms(p99),
@@ -412,8 +446,7 @@ pub(super) fn climb(
             Some((3, _)) => {
                 if l.paused_seconds >= lp.pause.max_total {
                     if next.noted.insert("pause_budget".into()) {
-                        notes.push(ctx.record(
-                            "LADDER_TOP",
+                        notes.push(ctx.record(DecisionEvent::LadderTop,
                             format!(
                                 "{name} left client p99 write {} > bound {}; the pause budget of {} per recovery is used up: holding {name}",
                                 fmt_ms(p99),
@@ -453,8 +486,6 @@ pub(super) fn climb(
                         now,
                         p99: Some(p99),
                         bound,
-                        at_risk: false,
-                        foreign_flags: false,
                     },
                 );
                 next.ladder.rung = 3;
@@ -462,8 +493,7 @@ pub(super) fn climb(
                 next.ladder.below_since = None;
                 next.ladder.top = 3;
                 next.ladder.pause = first.next.or(Some(ps));
-                notes.push(ctx.record(
-                    "ESCALATE",
+                notes.push(ctx.record(DecisionEvent::Escalate,
                     format!(
                         "{}ESCALATE: {name} left client p99 write {} > bound {} after {}; escalating to {}",
                         observe_prefix(policy),
@@ -530,7 +560,7 @@ pub(super) fn climb(
 
 /// From rung 2 back to rung 1: the throttle's values, and rung 2's keys back to the operator's.
 fn down_to_rung1(policy: &Policy, state: &EnforcerState, obs: &Observation) -> Vec<Change> {
-    let rung1 = super::decide::throttle_values(policy, obs).unwrap_or_default();
+    let rung1 = throttle_values(policy, obs).unwrap_or_default();
     let mut changes = changes_to(&rung1, obs);
     changes.extend(rung2_back(state, obs, &rung1));
     changes

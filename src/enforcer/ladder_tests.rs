@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::decide::*;
+use super::effect::{Action, Change};
+use super::event::DecisionRecord;
 use super::ladder::{MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
 use super::observation::{Observation, OpQueue};
 use super::policy::*;

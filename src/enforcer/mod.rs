@@ -1,13 +1,30 @@
 //! The enforcer: a control loop inside `serve`, fed by the exporter's snapshots.
-//! observe (Snapshot -> Observation) -> decide (pure) -> act (Actor) -> log (DecisionRecord).
+//! observe (Snapshot and every other read -> Observation) -> decide (pure: effects, log lines,
+//! next state) -> act (each effect through the Actor, its result through the pure
+//! `apply_outcome`). The enforcer's state changes only in pure functions: `decide` and its
+//! siblings of the same shape (`flags::end_slice` for a pause slice ending between cycles,
+//! `flags::release` at START and SHUTDOWN, `baseline::learn`, `decide::at_start`), and
+//! `apply_outcome` (with `outcome::remember_first` for what must be on disk before an effect).
+//! The loop itself only reads, runs effects, logs and writes the state file.
+//!
+//! Modules import only those listed before them, so none imports one that imports it back:
+//! types, pause, policy, observation, event; state; effect; ctx; ladder, flags, baseline;
+//! decide, outcome; view, actor; the loop here.
 
 pub mod actor;
+pub mod baseline;
+mod ctx;
 pub mod decide;
+pub mod effect;
+pub mod event;
+pub mod flags;
 pub mod ladder;
 pub mod observation;
+pub mod outcome;
 pub mod pause;
 pub mod policy;
 pub mod state;
+pub mod types;
 pub mod view;
 
 #[cfg(test)]
@@ -24,10 +41,14 @@ use tokio::sync::watch;
 use crate::collect::Snapshot;
 use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
-use crate::units::{fmt_ms, fmt_secs};
+use crate::units::fmt_secs;
 pub use actor::{Actor, CephActor};
-pub use decide::{apply_outcome, decide, Action, Decision, DecisionRecord};
+pub use decide::decide;
+pub use effect::{Action, Decision, Effect, FlagsFor, Outcome, Planned};
+use effect::{LogLine, ReadBack};
+pub use event::{DecisionEvent, DecisionRecord};
 pub use observation::Observation;
+pub use outcome::{apply_outcome, AfterEffect};
 pub use policy::{BaselineSpec, Mode, Policy};
 pub use state::{EnforcerState, Time};
 pub use view::EnforcerView;
@@ -99,9 +120,6 @@ pub struct Enforcer<A, K> {
     external_p99: Option<watch::Receiver<Option<ExternalP99>>>,
     /// The last cycle's observation, for the log lines of a pause ended between cycles.
     last_obs: Option<Observation>,
-    /// The pause share of the last PAUSE line in the decision log: each slice at the same
-    /// share is counted and logged at debug level only, so the log stays readable.
-    logged_share: Option<f64>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -132,7 +150,6 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             persist: true,
             external_p99: None,
             last_obs: None,
-            logged_share: None,
         }
     }
 
@@ -202,7 +219,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self
     }
 
-    /// Feeds the latency windows with a new snapshot's histograms and returns p99.
+    /// Feeds the latency windows with a new snapshot's histograms, learns the baseline (a pure
+    /// step), and returns the observation with p99 and the baseline.
     fn observe(
         &mut self,
         snapshot: &Snapshot,
@@ -215,26 +233,26 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             if let Some(lat) = snapshot.fresh(&snapshot.latency, mono) {
                 let at = lat_instant(snapshot, mono);
                 self.window.push(at, lat.per_osd.clone());
-                if obs.recovery_active() || obs.stale.is_some() {
-                    // Latency during recovery is not a baseline.
-                    self.learner = LatencyWindow::new(self.policy.learn_window);
-                } else {
-                    self.learner.push(at, lat.per_osd.clone());
-                    let full = self.learner.span() + self.interval >= self.policy.learn_window;
-                    if full {
-                        if let Ok(Some(inc)) = self.learner.increase() {
-                            if let Some(p99) = quantile(0.99, &inc) {
-                                let first = self.state.learned.is_none();
-                                self.state.learned = Some(state::Learned {
-                                    p99_seconds: p99,
-                                    at: now,
-                                });
-                                if first && self.policy.baseline == BaselineSpec::Learned {
-                                    tracing::info!(target: "decision", "BASELINE learned: client p99 write {} over {} without recovery", fmt_ms(p99), fmt_secs(self.policy.learn_window.as_secs_f64()));
-                                }
-                            }
-                        }
-                    }
+                let learner = std::mem::replace(
+                    &mut self.learner,
+                    LatencyWindow::new(self.policy.learn_window),
+                );
+                let learning = baseline::learn(
+                    &self.policy,
+                    self.interval,
+                    learner,
+                    baseline::Sample {
+                        at,
+                        per_osd: lat.per_osd.clone(),
+                    },
+                    !obs.recovery_active() && obs.stale.is_none(),
+                    &self.state,
+                    now,
+                );
+                self.learner = learning.window;
+                self.state = learning.next;
+                if let Some(line) = learning.line {
+                    tracing::info!(target: "decision", "{line}");
                 }
             }
         }
@@ -285,247 +303,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         obs
     }
 
-    fn lever_keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.policy.wpq_levers.keys().cloned().collect();
-        keys.push(decide::MCLOCK_PROFILE_KEY.to_string());
-        for k in ladder::rung2_keys() {
-            if !keys.iter().any(|x| x == k) {
-                keys.push(k.to_string());
-            }
-        }
-        keys
-    }
-
-    /// A line of the decision log about the pause flags, with the cycle's numbers.
-    fn flag_record(
-        &self,
-        obs: &Observation,
-        event: &str,
-        message: String,
-        now: Time,
-    ) -> DecisionRecord {
-        DecisionRecord {
-            performed: self.policy.mode == Mode::Enforce,
-            ..obs_record(&self.policy, obs, now, event, message)
-        }
-    }
-
-    /// Makes the OSD map's pause flags what the pause rung wants. Only the enforcer's own flags
-    /// are ever unset; they are in the state file before they are set.
-    async fn reconcile_flags(&mut self, obs: &Observation, was_paused: bool, now: Time) {
-        let pause = self.state.ladder.pause.as_ref();
-        let want = pause.is_some_and(|p| p.paused);
-        let share = pause.map_or(0.0, |p| p.share);
-        let period = self.policy.ladder.pause.period;
-        let flags = pause::PAUSE_FLAGS.join(", ");
-        if self.policy.mode != Mode::Enforce {
-            if want != was_paused {
-                let (event, msg) = if want {
-                    ("PAUSE", format!("(observe mode) would PAUSE: ceph osd set {flags} for {:.0} s of each {period:.0} s", self.policy.ladder.pause.planned(share)))
-                } else {
-                    (
-                        "UNPAUSE",
-                        format!("(observe mode) would UNPAUSE: ceph osd unset {flags}"),
-                    )
-                };
-                let rec = self.flag_record(obs, event, msg, now);
-                self.log_slice(&rec, want, share);
-            }
-            return;
-        }
-        let have = !self.state.flags_set.is_empty();
-        if want && !have {
-            // Recorded before set: whatever happens next, a restart clears them.
-            self.state
-                .flags_set
-                .extend(pause::PAUSE_FLAGS.map(String::from));
-            let mut failed = None;
-            if !self.persist("before setting the pause flags") {
-                self.state.flags_set.clear();
-                failed = Some(format!(
-                    "not pausing: the state file {} cannot be written, and a flag the enforcer cannot remember setting could stay set",
-                    self.policy.state_file.display()
-                ));
-            } else {
-                for f in pause::PAUSE_FLAGS {
-                    if let Err(e) = self.actor.set_flag(f).await {
-                        failed = Some(format!("ceph osd set {f}: {e}"));
-                        break;
-                    }
-                }
-            }
-            let rec = match failed {
-                None => self.flag_record(
-                    obs,
-                    "PAUSE",
-                    format!(
-                        "PAUSE: ceph osd set {flags} for {:.0} s of this {period:.0} s period (share {:.0}%); paused {} in this recovery so far",
-                        self.policy.ladder.pause.planned(share),
-                        share * 100.0,
-                        fmt_secs(self.state.ladder.paused_so_far(now))
-                    ),
-                    now,
-                ),
-                Some(e) => {
-                    // Not paused: take back what this attempt may have set, so that the next
-                    // attempt starts clean (and no half pause stays).
-                    if let Some(p) = self.state.ladder.pause.as_mut() {
-                        p.cancel();
-                    }
-                    let mut left = Vec::new();
-                    for f in self.state.flags_set.clone() {
-                        match self.actor.unset_flag(&f).await {
-                            Ok(()) => {
-                                self.state.flags_set.remove(&f);
-                            }
-                            Err(_) => left.push(f),
-                        }
-                    }
-                    let _ = self.persist("after a failed pause");
-                    let then = if left.is_empty() {
-                        "nothing of it stays set; the pause is tried again in its next slot".to_string()
-                    } else {
-                        format!("{} may still be set: unsetting it is retried every cycle", left.join(" and "))
-                    };
-                    let mut r = self.flag_record(obs, "ACTION_FAILED", format!("FAILED PAUSE: {e}; {then}"), now);
-                    r.performed = false;
-                    if let Ok(mut v) = self.shared.lock() {
-                        v.action_failures_total += 1;
-                    }
-                    r
-                }
-            };
-            self.log_slice(&rec, true, share);
-        } else if !want && have {
-            let mut errors = Vec::new();
-            for f in self.state.flags_set.clone() {
-                match self.actor.unset_flag(&f).await {
-                    Ok(()) => {
-                        self.state.flags_set.remove(&f);
-                    }
-                    Err(e) => errors.push(format!("ceph osd unset {f}: {e}")),
-                }
-            }
-            let rec = if errors.is_empty() {
-                let why = if self.state.ladder.pause.is_some() {
-                    format!(
-                        "recovery runs for the rest of this {period:.0} s period ({:.0}% paused)",
-                        share * 100.0
-                    )
-                } else {
-                    "the pause has ended".to_string()
-                };
-                self.flag_record(
-                    obs,
-                    "UNPAUSE",
-                    format!(
-                        "UNPAUSE: ceph osd unset {flags}: {why}; paused {} in this recovery so far",
-                        fmt_secs(self.state.ladder.paused_so_far(now))
-                    ),
-                    now,
-                )
-            } else {
-                if let Ok(mut v) = self.shared.lock() {
-                    v.action_failures_total += 1;
-                }
-                let mut r = self.flag_record(
-                    obs,
-                    "ACTION_FAILED",
-                    format!(
-                        "FAILED UNPAUSE: {}; trying again every cycle (recovery stays paused until it works: check the cluster)",
-                        errors.join("; ")
-                    ),
-                    now,
-                );
-                r.performed = false;
-                r
-            };
-            self.log_slice(&rec, false, share);
-            let _ = self.persist("after unsetting the pause flags");
-        }
-    }
-
-    /// The pause slice reached the maximum share of its period before the next cycle came.
-    async fn end_pause_slice(&mut self) {
-        let now = self.clock.now();
-        let was_paused = self.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
-        if let Some(p) = self.state.ladder.pause.as_mut() {
-            p.stop(now);
-        }
-        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
-        self.reconcile_flags(&obs, was_paused, now).await;
-        let _ = self.persist("after ending a pause slice");
-        if let Ok(mut v) = self.shared.lock() {
-            v.update(&self.policy, &obs, &self.state, now);
-        }
-    }
-
-    /// A PAUSE/UNPAUSE line: in the decision log when something changed (a new share, the
-    /// pause over, a failure); otherwise counted and logged at debug level, one slice being
-    /// like the last.
-    fn log_slice(&mut self, rec: &DecisionRecord, paused: bool, share: f64) {
-        let notable = match rec.event.as_str() {
-            "PAUSE" => self.logged_share != Some(share),
-            "UNPAUSE" => self.state.ladder.pause.is_none(),
-            _ => true,
-        };
-        if notable {
-            self.log(rec);
-            if rec.event == "PAUSE" {
-                self.logged_share = Some(share);
-            }
-        } else {
-            tracing::debug!(target: "decision", "{}", rec.message);
-            if let Ok(mut v) = self.shared.lock() {
-                *v.decisions_total.entry(rec.event.clone()).or_insert(0) += 1;
-            }
-        }
-        if !paused && self.state.ladder.pause.is_none() {
-            self.logged_share = None;
-        }
-    }
-
-    /// Unsets the pause flags the state file says the enforcer set (at start and shutdown).
-    pub async fn clear_own_flags(&mut self, when: &str) {
-        if self.state.flags_set.is_empty() {
-            return;
-        }
-        let flags: Vec<String> = self.state.flags_set.iter().cloned().collect();
-        if self.policy.mode != Mode::Enforce {
-            tracing::warn!(target: "decision", "{when}: the state file says the enforcer (enforce mode) set {} and has not unset them; observe mode does not touch the cluster: unset them by hand (ceph osd unset FLAG) if nobody else wants them", flags.join(", "));
-            return;
-        }
-        let now = self.clock.now();
-        if let Some(p) = self.state.ladder.pause.as_mut() {
-            p.stop(now);
-        }
-        let mut failed = Vec::new();
-        for f in &flags {
-            match self.actor.unset_flag(f).await {
-                Ok(()) => {
-                    self.state.flags_set.remove(f);
-                }
-                Err(e) => failed.push(format!("ceph osd unset {f}: {e}")),
-            }
-        }
-        if failed.is_empty() {
-            tracing::info!(target: "decision", "{when}: unset {} (set by the enforcer's pause rung); recovery is not paused by the enforcer", flags.join(", "));
-        } else {
-            tracing::error!(target: "decision", "{when}: could not unset the enforcer's pause flags: {}; RECOVERY MAY STAY PAUSED: run `ceph osd unset nobackfill; ceph osd unset norecover`", failed.join("; "));
-        }
-        let _ = self.persist(when);
-        if let Ok(mut v) = self.shared.lock() {
-            v.update_mode_only(&self.policy, &self.state);
-        }
-    }
-
-    /// One cycle: observe, decide, act, log, persist.
-    pub async fn step(&mut self, snapshot: &Snapshot) {
-        let mono = tokio::time::Instant::now();
-        let now = self.clock.now();
-        // What is on disk now; observing may already change it (a learned baseline).
-        let initial = self.state.clone();
-        let mut obs = self.observe(snapshot, mono, now);
+    /// The cluster reads `decide` needs besides the snapshot: the OSD map's flags, the OSDs'
+    /// versions (only when they decide something) and the configured values of the levers.
+    async fn read_cluster(&self, obs: &mut Observation) {
         let involved = obs.recovery_active()
             || self.state.applied.is_some()
             || !self.state.original.is_empty()
@@ -569,82 +349,181 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
         }
+    }
 
+    fn lever_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.policy.wpq_levers.keys().cloned().collect();
+        keys.push(ladder::MCLOCK_PROFILE_KEY.to_string());
+        for k in ladder::rung2_keys() {
+            if !keys.iter().any(|x| x == k) {
+                keys.push(k.to_string());
+            }
+        }
+        keys
+    }
+
+    /// Takes a decision's next state, logs its notes and carries out its effects in order.
+    async fn carry_out(&mut self, decision: Decision, obs: &Observation, now: Time) {
         let Decision {
-            action,
+            effects,
             notes,
             next,
-        } = decide(&self.policy, &obs, &self.state, now);
-        let before = std::mem::replace(&mut self.state, next);
+        } = decision;
+        self.state = next;
         for n in &notes {
             self.log(n);
         }
-        let was_paused = before.ladder.pause.as_ref().is_some_and(|p| p.paused);
-        // Unpausing first: it never waits for a config change.
-        if !self.state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
-            self.reconcile_flags(&obs, was_paused, now).await;
+        for planned in effects {
+            self.execute(planned, obs, now).await;
         }
-        if let Some(action) = action {
-            // The original values are on disk before anything changes.
-            let saved = before.original == self.state.original || self.persist("before acting");
-            let result = match self.policy.mode {
-                Mode::Enforce if !saved => Err(format!(
-                    "not changing the cluster: the operator's original values could not be saved to {}",
-                    self.policy.state_file.display()
-                )),
-                Mode::Enforce => match self.perform(&action).await {
-                    Err(e) if self.took_effect(&action).await => {
-                        // A timed-out `config set` may still have been applied by the mon.
-                        tracing::warn!(target: "decision", error = %e, "the command failed but the cluster shows the new values: counted as done");
-                        Ok(())
-                    }
-                    other => other,
+    }
+
+    /// Runs one effect (nothing in observe mode, nothing when what it needs on disk could not
+    /// be written) and takes in its result through `apply_outcome`.
+    async fn execute(&mut self, planned: Planned, obs: &Observation, now: Time) {
+        let Planned {
+            effect,
+            persist_first,
+        } = planned;
+        let outcome = if self.policy.mode != Mode::Enforce {
+            Outcome::Simulated
+        } else if !persist_first.is_none_or(|why| {
+            self.state = outcome::remember_first(std::mem::take(&mut self.state), &effect);
+            self.persist(why)
+        }) {
+            Outcome::NotSaved {
+                read_back: match &effect {
+                    Effect::Config(a) => self.read_back(a).await,
+                    _ => None,
                 },
-                Mode::Observe | Mode::Off => Ok(()),
-            };
-            let mut rec = decide_record(&self.policy, &obs, &action, now);
-            match &result {
-                Ok(()) if self.policy.mode == Mode::Enforce => {
-                    rec.performed = true;
-                }
-                Ok(()) => {
-                    rec.message = format!("(observe mode) would {}", rec.message);
-                }
-                Err(e) => {
-                    let attempts = self
-                        .state
-                        .retry
-                        .as_ref()
-                        .filter(|r| r.kind == action.kind)
-                        .map_or(0, |r| r.attempts)
-                        + 1;
-                    rec.event = "ACTION_FAILED".into();
-                    rec.message = format!(
-                        "FAILED {}: {e}; attempt {attempts}, retrying in {}",
-                        action.describe(),
-                        fmt_secs(decide::retry_delay(attempts))
-                    );
-                    if let Ok(mut v) = self.shared.lock() {
-                        v.action_failures_total += 1;
+            }
+        } else {
+            self.run_effect(&effect).await
+        };
+        let after = apply_outcome(
+            &self.policy,
+            obs,
+            std::mem::take(&mut self.state),
+            &effect,
+            &outcome,
+            now,
+        );
+        self.state = after.next;
+        let persist = after.persist.map(|p| (p.why, p.before_logging));
+        if let Some((why, true)) = persist {
+            let _ = self.persist(why);
+        }
+        if let Some(e) = &after.took_anyway {
+            tracing::warn!(target: "decision", error = %e, "the command failed but the cluster shows the new values: counted as done");
+        }
+        if after.failed {
+            if let Ok(mut v) = self.shared.lock() {
+                v.action_failures_total += 1;
+            }
+        }
+        for r in &after.records {
+            self.log(r);
+        }
+        for r in &after.quiet {
+            tracing::debug!(target: "decision", "{}", r.message);
+            if let Ok(mut v) = self.shared.lock() {
+                *v.decisions_total.entry(r.event.clone()).or_insert(0) += 1;
+            }
+        }
+        for line in &after.lines {
+            match line {
+                LogLine::Info(m) => tracing::info!(target: "decision", "{m}"),
+                LogLine::Warn(m) => tracing::warn!(target: "decision", "{m}"),
+                LogLine::Error(m) => tracing::error!(target: "decision", "{m}"),
+            }
+        }
+        if let Some((why, false)) = persist {
+            let _ = self.persist(why);
+        }
+    }
+
+    /// The commands of one effect, and what each answered.
+    async fn run_effect(&self, effect: &Effect) -> Outcome {
+        match effect {
+            Effect::Config(action) => {
+                let result = self.perform(action).await;
+                let read_back = match result {
+                    Ok(()) => None,
+                    Err(_) => self.read_back(action).await,
+                };
+                Outcome::Config { result, read_back }
+            }
+            Effect::SetFlags { flags, .. } => {
+                let mut set = Vec::new();
+                let mut unset = Vec::new();
+                for f in flags {
+                    let r = self.actor.set_flag(f).await.map_err(|e| e.to_string());
+                    let failed = r.is_err();
+                    set.push((f.clone(), r));
+                    if failed {
+                        // No half pause: each flag is taken back.
+                        for f in flags {
+                            let r = self.actor.unset_flag(f).await.map_err(|e| e.to_string());
+                            unset.push((f.clone(), r));
+                        }
+                        break;
                     }
                 }
+                Outcome::Flags { set, unset }
             }
-            self.log(&rec);
-            let failed = result.is_err();
-            self.state = apply_outcome(
-                &self.policy,
-                std::mem::take(&mut self.state),
-                &action,
-                result,
-                now,
-            );
-            if failed && self.policy.mode == Mode::Enforce {
-                self.hold_what_took(&action).await;
+            Effect::UnsetFlags { flags, .. } => {
+                let mut unset = Vec::new();
+                for f in flags {
+                    let r = self.actor.unset_flag(f).await.map_err(|e| e.to_string());
+                    unset.push((f.clone(), r));
+                }
+                Outcome::Flags {
+                    set: Vec::new(),
+                    unset,
+                }
             }
         }
-        if self.state.ladder.pause.as_ref().is_some_and(|p| p.paused) {
-            self.reconcile_flags(&obs, was_paused, now).await;
+    }
+
+    /// The configured values of the keys `action` changes, after it failed.
+    async fn read_back(&self, action: &Action) -> Option<ReadBack> {
+        let keys: Vec<String> = action.changes.iter().map(|c| c.key.clone()).collect();
+        let values = self.actor.configured(&keys).await.ok()?;
+        Some(ReadBack {
+            values,
+            at: self.clock.now(),
+        })
+    }
+
+    /// Unsets the pause flags the state file says the enforcer set (at start and shutdown).
+    pub async fn clear_own_flags(&mut self, when: &'static str) {
+        let now = self.clock.now();
+        let (decision, lines) = flags::release(&self.policy, &self.state, when, now);
+        for line in &lines {
+            if let LogLine::Warn(m) = line {
+                tracing::warn!(target: "decision", "{m}");
+            }
         }
+        if decision.effects.is_empty() {
+            return;
+        }
+        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        self.carry_out(decision, &obs, now).await;
+        if let Ok(mut v) = self.shared.lock() {
+            v.update_mode_only(&self.policy, &self.state);
+        }
+    }
+
+    /// One cycle: observe, decide, act, log, persist.
+    pub async fn step(&mut self, snapshot: &Snapshot) {
+        let mono = tokio::time::Instant::now();
+        let now = self.clock.now();
+        // What is on disk now; observing may already change it (a learned baseline).
+        let initial = self.state.clone();
+        let mut obs = self.observe(snapshot, mono, now);
+        self.read_cluster(&mut obs).await;
+        let decision = decide(&self.policy, &obs, &self.state, now);
+        self.carry_out(decision, &obs, now).await;
         if !self.state.persistent_eq(&initial) {
             let _ = self.persist("after the cycle");
         }
@@ -654,60 +533,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.last_obs = Some(obs);
     }
 
-    /// A multi-key action failed half-way (the profile set, the limit not): what did take is
-    /// the enforcer's now, so that it is not mistaken for a person's change and is restored.
-    async fn hold_what_took(&mut self, action: &Action) {
-        use state::ActionKind::{Descend, Escalate, Suspend, Throttle};
-        if !matches!(action.kind, Throttle | Suspend | Escalate | Descend) {
-            return;
-        }
-        let keys: Vec<String> = action.changes.iter().map(|c| c.key.clone()).collect();
-        let Ok(now) = self.actor.configured(&keys).await else {
-            return;
-        };
-        let took: Vec<&decide::Change> = action
-            .changes
-            .iter()
-            .filter(|c| {
-                decide::same_setting(&now.get(&c.key).cloned().flatten(), &c.to)
-                    && !decide::same_setting(&c.from, &c.to)
-            })
-            .collect();
-        if took.is_empty() {
-            return;
-        }
-        let clock_now = self.clock.now();
-        let applied = self.state.applied.get_or_insert_with(|| state::Applied {
-            kind: if action.kind == Suspend {
-                Suspend
-            } else {
-                Throttle
-            },
-            values: BTreeMap::new(),
-            at: clock_now,
-            simulated: false,
-            verified: false,
-            not_taken: Vec::new(),
-            effective: None,
-        });
-        for c in took {
-            match &c.to {
-                Some(v) => applied.values.insert(c.key.clone(), v.clone()),
-                None => applied.values.remove(&c.key),
-            };
-        }
-        let _ = self.persist("after a partly applied change");
-    }
-
-    /// Whether the config database already holds every value `action` sets.
-    async fn took_effect(&self, action: &Action) -> bool {
-        let keys: Vec<String> = action.changes.iter().map(|c| c.key.clone()).collect();
-        match self.actor.configured(&keys).await {
-            Ok(now) => action
-                .changes
-                .iter()
-                .all(|c| now.get(&c.key).cloned().flatten() == c.to),
-            Err(_) => false,
+    /// The pause slice reached the maximum share of its period before the next cycle came.
+    async fn end_pause_slice(&mut self) {
+        let now = self.clock.now();
+        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        let decision = flags::end_slice(&self.policy, &self.state, now);
+        self.carry_out(decision, &obs, now).await;
+        let _ = self.persist("after ending a pause slice");
+        if let Ok(mut v) = self.shared.lock() {
+            v.update(&self.policy, &obs, &self.state, now);
         }
     }
 
@@ -751,7 +585,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         // A pause the last run left behind never outlives it; "below the bound since" from
         // before a restart is not evidence for going down now.
         self.clear_own_flags("START").await;
-        self.state.ladder.below_since = None;
+        self.state = decide::at_start(std::mem::take(&mut self.state));
         loop {
             // The pause ends on time even when a cycle is late (a slow collection).
             let deadline = self
@@ -788,39 +622,6 @@ fn lat_instant(snapshot: &Snapshot, mono: tokio::time::Instant) -> std::time::In
         .map(|l| l.at)
         .unwrap_or(mono)
         .into_std()
-}
-
-fn decide_record(policy: &Policy, obs: &Observation, action: &Action, now: Time) -> DecisionRecord {
-    DecisionRecord {
-        changes: action.changes.clone(),
-        ..obs_record(policy, obs, now, action.kind.as_str(), action.describe())
-    }
-}
-
-/// A line of the decision log with the cycle's numbers; not performed, no changes.
-fn obs_record(
-    policy: &Policy,
-    obs: &Observation,
-    now: Time,
-    event: &str,
-    message: String,
-) -> DecisionRecord {
-    DecisionRecord {
-        time: now,
-        mode: policy.mode.as_str(),
-        event: event.to_string(),
-        performed: false,
-        message,
-        changes: Vec::new(),
-        p99_seconds: obs.p99,
-        bound_seconds: obs.baseline.map(|b| b * policy.multiplier),
-        baseline_seconds: obs.baseline,
-        pgs_recovering: obs.pgs_recovering,
-        pgs_undersized: obs.undersized_pgs,
-        degraded_objects: obs.degraded_objects,
-        misplaced_objects: obs.misplaced_objects,
-        pools_at_min_size: obs.pools_at_min_size.clone(),
-    }
 }
 
 /// Keys the enforcer may change, for `configured()`.

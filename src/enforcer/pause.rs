@@ -4,12 +4,15 @@
 //! where no mClock profile held it. Pure: the loop passes the time and the observation in.
 //!
 //! Safety is structural here: the share never exceeds `max_share` (recovery always progresses),
-//! the total pause per recovery is bounded, and [`PauseInput::at_risk`] or a flag someone else
-//! set ends the pause at once.
+//! the total pause per recovery is bounded, and redundancy at risk or a flag someone else set
+//! ([`foreign_flags`]) ends the pause at once (`decide` ends it). Whether flags are set or unset
+//! follows from `paused` before and after ([`flag_change`]), decided in one place.
+
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::state::Time;
+use super::types::Time;
 
 /// The flags a pause sets (and the only ones the enforcer ever unsets: its own).
 pub const PAUSE_FLAGS: [&str; 2] = ["nobackfill", "norecover"];
@@ -70,10 +73,6 @@ pub struct PauseInput {
     /// p99 over the last period, seconds; `None` when no write happened.
     pub p99: Option<f64>,
     pub bound: f64,
-    /// Redundancy at risk (PGs undersized, a pool at min_size): never paused then.
-    pub at_risk: bool,
-    /// Pause flags set by someone else: hands off.
-    pub foreign_flags: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +85,6 @@ pub enum FlagAction {
 pub struct PauseStep {
     /// `None` when the rung is over (share down to 0, bound lifted, total used up).
     pub next: Option<PauseState>,
-    pub flags: Option<FlagAction>,
     /// A line for the decision log, in numbers, when something changed.
     pub note: Option<String>,
 }
@@ -143,37 +141,34 @@ impl PauseState {
     }
 }
 
+/// What the flags must do to go from `paused` to `want_paused`.
+pub fn flag_change(paused: bool, want_paused: bool) -> Option<FlagAction> {
+    match (paused, want_paused) {
+        (false, true) => Some(FlagAction::Set),
+        (true, false) => Some(FlagAction::Unset),
+        _ => None,
+    }
+}
+
+/// The pause flags among the OSD map's `flags` that the enforcer did not set (`ours`): someone
+/// paused recovery by hand, and the enforcer keeps its hands off.
+pub fn foreign_flags(flags: Option<&BTreeSet<String>>, ours: &BTreeSet<String>) -> Vec<String> {
+    flags
+        .into_iter()
+        .flatten()
+        .filter(|f| PAUSE_FLAGS.contains(&f.as_str()) && !ours.contains(*f))
+        .cloned()
+        .collect()
+}
+
 /// One decision of the pause rung.
 pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) -> PauseStep {
     let now = input.now;
     let mut next = state.clone();
-    let unset_if_paused = |next: &mut PauseState| {
-        if next.paused {
-            next.stop(now);
-            Some(FlagAction::Unset)
-        } else {
-            None
-        }
-    };
-    if input.at_risk || input.foreign_flags {
-        let flags = unset_if_paused(&mut next);
-        let why = if input.at_risk {
-            "redundancy at risk: recovery first, pause ended"
-        } else {
-            "nobackfill/norecover set by someone else: pause ended, their flags left alone"
-        };
-        return PauseStep {
-            next: None,
-            flags,
-            note: Some(why.to_string()),
-        };
-    }
     let used = next.paused_so_far(now);
     if used >= policy.max_total {
-        let flags = unset_if_paused(&mut next);
         return PauseStep {
             next: None,
-            flags,
             note: Some(format!(
                 "pause budget used up: paused {:.0} s in this recovery (maximum {:.0} s)",
                 used, policy.max_total
@@ -201,10 +196,8 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         // Shares are multiples of the step: avoid 0.30000000000000004 in the log.
         next.share = (next.share * 1000.0).round() / 1000.0;
         if next.share <= 0.0 {
-            let flags = unset_if_paused(&mut next);
             return PauseStep {
                 next: None,
-                flags,
                 note: Some(format!(
                     "pause no longer needed: p99 {} below {:.0}% of the bound {} with the pause down to 0%",
                     fmt(input.p99),
@@ -244,18 +237,16 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     } else if let Some(u) = next.unpaused_at {
         want_paused &= now - u >= policy.period - max - policy.tick / 2.0 - 1e-9;
     }
-    let flags = match (next.paused, want_paused) {
-        (false, true) => {
+    match flag_change(next.paused, want_paused) {
+        Some(FlagAction::Set) => {
             next.paused = true;
             next.paused_at = Some(now);
-            Some(FlagAction::Set)
         }
-        (true, false) => unset_if_paused(&mut next),
-        _ => None,
-    };
+        Some(FlagAction::Unset) => next.stop(now),
+        None => {}
+    }
     PauseStep {
         next: Some(next),
-        flags,
         note,
     }
 }
@@ -287,8 +278,6 @@ mod tests {
             now,
             p99: (!p99_ms.is_nan()).then_some(p99_ms / 1000.0),
             bound: BOUND,
-            at_risk: false,
-            foreign_flags: false,
         }
     }
 
@@ -306,7 +295,8 @@ mod tests {
         while t <= f64::from(secs) {
             let Some(s) = &state else { break };
             let step = pause_step(policy, s, &input(t, p99_at(t)));
-            if let Some(f) = step.flags {
+            let now_paused = step.next.as_ref().is_some_and(|n| n.paused);
+            if let Some(f) = flag_change(s.paused, now_paused) {
                 flags.push((t, f));
             }
             notes.extend(step.note);
@@ -362,34 +352,16 @@ mod tests {
     }
 
     #[test]
-    fn redundancy_at_risk_or_foreign_flags_end_the_pause_at_once() {
-        let p = pp();
-        let paused = pause_step(&p, &PauseState::start(&p, 0.0), &input(0.0, 200.0))
-            .next
-            .unwrap();
-        assert!(paused.paused);
-        let step = pause_step(
-            &p,
-            &paused,
-            &PauseInput {
-                at_risk: true,
-                ..input(3.0, 200.0)
-            },
-        );
-        assert_eq!((step.flags, step.next), (Some(FlagAction::Unset), None));
-        assert!(step.note.unwrap().contains("recovery first"));
-        // Someone else's flags: we do not unset anything we did not set (here: not paused).
-        let idle = PauseState::start(&p, 0.0);
-        let step = pause_step(
-            &p,
-            &idle,
-            &PauseInput {
-                foreign_flags: true,
-                ..input(1.0, 200.0)
-            },
-        );
-        assert_eq!((step.flags, step.next.is_none()), (None, true));
-        assert!(step.note.unwrap().contains("left alone"));
+    fn only_flags_the_enforcer_did_not_set_are_foreign() {
+        let flags: BTreeSet<String> = ["sortbitwise", "nobackfill", "norecover"]
+            .map(String::from)
+            .into();
+        let ours = BTreeSet::from(["norecover".to_string()]);
+        assert_eq!(foreign_flags(Some(&flags), &ours), ["nobackfill"]);
+        assert!(foreign_flags(None, &ours).is_empty());
+        assert_eq!(flag_change(false, true), Some(FlagAction::Set));
+        assert_eq!(flag_change(true, false), Some(FlagAction::Unset));
+        assert_eq!(flag_change(true, true), None);
     }
 
     #[test]

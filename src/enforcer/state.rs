@@ -5,8 +5,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// Unix time in seconds. Pure code gets it passed in; only the clock adapter reads it.
-pub type Time = f64;
+use super::event::DecisionEvent;
+use super::pause::PauseState;
+pub use super::types::Time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -23,35 +24,23 @@ pub enum ActionKind {
     Escalate,
     /// p99 well below the bound: one rung (or step) down.
     Descend,
-    /// The pause rung set nobackfill + norecover.
-    Pause,
-    /// The pause rung unset them.
-    Unpause,
 }
 
 impl ActionKind {
-    pub const ALL: [ActionKind; 8] = [
-        ActionKind::Throttle,
-        ActionKind::Suspend,
-        ActionKind::Resume,
-        ActionKind::Restore,
-        ActionKind::Escalate,
-        ActionKind::Descend,
-        ActionKind::Pause,
-        ActionKind::Unpause,
-    ];
+    /// The decision log's event for this action (the pause flags are effects of their own).
+    pub fn event(self) -> DecisionEvent {
+        match self {
+            ActionKind::Throttle => DecisionEvent::Throttle,
+            ActionKind::Suspend => DecisionEvent::Suspend,
+            ActionKind::Resume => DecisionEvent::Resume,
+            ActionKind::Restore => DecisionEvent::Restore,
+            ActionKind::Escalate => DecisionEvent::Escalate,
+            ActionKind::Descend => DecisionEvent::Descend,
+        }
+    }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Throttle => "THROTTLE",
-            ActionKind::Suspend => "SUSPEND",
-            ActionKind::Resume => "RESUME",
-            ActionKind::Restore => "RESTORE",
-            ActionKind::Escalate => "ESCALATE",
-            ActionKind::Descend => "DESCEND",
-            ActionKind::Pause => "PAUSE",
-            ActionKind::Unpause => "UNPAUSE",
-        }
+        self.event().as_str()
     }
 }
 
@@ -147,7 +136,7 @@ pub struct LadderState {
     /// Since when p99 has stayed below the lower threshold (hysteresis for going down).
     pub below_since: Option<Time>,
     /// The pause rung's duty cycle, while on rung 3.
-    pub pause: Option<super::pause::PauseState>,
+    pub pause: Option<PauseState>,
     /// Highest rung reached in this recovery.
     pub top: u8,
     /// Seconds recovery was paused by the enforcer in this recovery (kept after it ends, for
@@ -197,6 +186,10 @@ pub struct EnforcerState {
     /// OSD map flags (nobackfill, norecover) the enforcer set and has not seen unset yet. Written
     /// to the state file *before* they are set, so that a restart clears them.
     pub flags_set: BTreeSet<String>,
+    /// The pause share of the last PAUSE line in the decision log: each slice at the same share
+    /// is counted and logged at debug level only, so the log stays readable. Not persisted.
+    #[serde(skip)]
+    pub logged_pause_share: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]

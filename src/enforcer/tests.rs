@@ -7,6 +7,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::decide::*;
+use super::effect::{Action, Change, Effect, Outcome};
+use super::event::DecisionRecord;
 use super::observation::{Observation, OpQueue};
 use super::policy::*;
 use super::state::*;
@@ -61,6 +63,29 @@ pub(super) fn finished() -> Observation {
     }
 }
 
+/// What the loop remembers after carrying out the config change `a` (`Err`: it failed).
+pub(super) fn outcome(
+    p: &Policy,
+    state: EnforcerState,
+    a: &Action,
+    result: Result<(), String>,
+    now: Time,
+) -> EnforcerState {
+    let o = match result {
+        Ok(()) => Outcome::done(),
+        Err(e) => Outcome::failed(e),
+    };
+    super::outcome::apply_outcome(
+        p,
+        &Observation::quiet(),
+        state,
+        &Effect::Config(a.clone()),
+        &o,
+        now,
+    )
+    .next
+}
+
 /// Plays observations every `step` seconds against a simulated cluster config: actions succeed
 /// and change `configured` and the OSDs' profiles, as a real cluster would.
 pub(super) struct Sim {
@@ -94,12 +119,13 @@ impl Sim {
         }
         let d = decide(&self.policy, &obs, &self.state, self.now);
         self.notes.extend(d.notes.clone());
-        self.state = d.next;
-        if let Some(a) = &d.action {
+        let action = d.action().cloned();
+        self.state = d.next.clone();
+        if let Some(a) = &action {
             for c in &a.changes {
                 self.configured.insert(c.key.clone(), c.to.clone());
             }
-            self.state = apply_outcome(
+            self.state = outcome(
                 &self.policy,
                 std::mem::take(&mut self.state),
                 a,
@@ -108,7 +134,7 @@ impl Sim {
             );
             self.actions.push((self.now, a.clone()));
         }
-        d.action
+        action
     }
 
     /// Repeats `obs` every 15 s for `secs`.
@@ -424,10 +450,10 @@ fn b8_failed_actions_retry_with_backoff() {
     let mut attempts_at = Vec::new();
     for _ in 0..(600 / 5) {
         let d = decide(&p, &obs, &state, now);
-        state = d.next;
-        if let Some(a) = d.action {
+        state = d.next.clone();
+        if let Some(a) = d.action().cloned() {
             attempts_at.push(now - T0);
-            state = apply_outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
+            state = outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
         }
         now += 5.0;
     }
@@ -570,7 +596,7 @@ proptest! {
         for (i, (obs, gap)) in seq.iter().enumerate() {
             now += f64::from(*gap);
             let d = decide(&p, obs, &state, now);
-            state = d.next;
+            state = d.next.clone();
             // The pause rung: never paused on old data, without recovery or with redundancy at risk.
             let risk = match p.suspend_when {
                 SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
@@ -579,7 +605,7 @@ proptest! {
             if obs.stale.is_some() || !obs.recovery_active() || risk {
                 prop_assert!(!state.ladder.pause.as_ref().is_some_and(|p| p.paused), "{:?}", state.ladder);
             }
-            if let Some(a) = d.action {
+            if let Some(a) = d.action().cloned() {
                 // 7: never on stale data.
                 prop_assert!(obs.stale.is_none());
                 let at_risk = match p.suspend_when {
@@ -593,7 +619,7 @@ proptest! {
                 let ok = !fail_some[i % fail_some.len()];
                 // An action with nothing to change runs no command: not a change.
                 if ok && !a.changes.is_empty() { change_times.push(now); }
-                state = apply_outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
+                state = outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
             }
         }
         // 9: spacing and hourly count.
@@ -617,9 +643,9 @@ fn a_partly_failed_throttle_is_still_restored_when_recovery_ends() {
     for _ in 0..62 {
         now += 15.0;
         let d = decide(&p, &obs, &state, now);
-        state = d.next;
-        if let Some(a) = d.action {
-            state = apply_outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
+        state = d.next.clone();
+        if let Some(a) = d.action().cloned() {
+            state = outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
             break;
         }
     }
@@ -636,10 +662,10 @@ fn a_partly_failed_throttle_is_still_restored_when_recovery_ends() {
     for _ in 0..30 {
         now += 15.0;
         let d = decide(&p, &obs, &state, now);
-        state = d.next;
-        if let Some(a) = d.action {
+        state = d.next.clone();
+        if let Some(a) = d.action().cloned() {
             restored = Some(a.clone());
-            state = apply_outcome(&p, state, &a, Ok(()), now);
+            state = outcome(&p, state, &a, Ok(()), now);
             break;
         }
     }

@@ -1,0 +1,68 @@
+//! Building decision records from the cycle's policy, observation and time.
+
+use super::event::{DecisionEvent, DecisionRecord};
+use super::observation::Observation;
+use super::policy::Policy;
+use super::state::EnforcerState;
+use super::types::Time;
+
+/// Context for building records: the policy, the cycle's observation and time.
+pub(super) struct Ctx<'a> {
+    pub(super) policy: &'a Policy,
+    pub(super) obs: &'a Observation,
+    pub(super) now: Time,
+    pub(super) bound: Option<f64>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn new(policy: &'a Policy, obs: &'a Observation, now: Time) -> Self {
+        Ctx {
+            policy,
+            obs,
+            now,
+            bound: obs.baseline.map(|b| b * policy.multiplier),
+        }
+    }
+
+    /// A note logged once per recovery under `key`; the message is built only then.
+    pub(super) fn note_once(
+        &self,
+        next: &mut EnforcerState,
+        notes: &mut Vec<DecisionRecord>,
+        key: impl Into<String>,
+        event: DecisionEvent,
+        message: impl FnOnce() -> String,
+    ) {
+        if next.noted.insert(key.into()) {
+            notes.push(self.record(event, message()));
+        }
+    }
+
+    /// A line with the cycle's numbers; not performed, no changes.
+    pub(super) fn record(&self, event: DecisionEvent, message: String) -> DecisionRecord {
+        DecisionRecord {
+            time: self.now,
+            mode: self.policy.mode.as_str(),
+            event: event.as_str().to_string(),
+            performed: false,
+            message,
+            changes: Vec::new(),
+            p99_seconds: self.obs.p99,
+            bound_seconds: self.bound,
+            baseline_seconds: self.obs.baseline,
+            pgs_recovering: self.obs.pgs_recovering,
+            pgs_undersized: self.obs.undersized_pgs,
+            degraded_objects: self.obs.degraded_objects,
+            misplaced_objects: self.obs.misplaced_objects,
+            pools_at_min_size: self.obs.pools_at_min_size.clone(),
+        }
+    }
+
+    /// "12 PGs recovering, 0 undersized"
+    pub(super) fn pg_summary(&self) -> String {
+        format!(
+            "{} PGs recovering, {} undersized",
+            self.obs.pgs_recovering, self.obs.undersized_pgs
+        )
+    }
+}

@@ -1,0 +1,171 @@
+//! What the enforcer does to the cluster, as data: [`Effect`]s out of `decide`, and the
+//! [`Outcome`] of each that the loop feeds back into `apply_outcome`.
+
+use std::collections::BTreeMap;
+
+use super::event::DecisionRecord;
+use super::state::{ActionKind, EnforcerState};
+pub use super::types::Change;
+use super::types::Time;
+
+/// A change of the OSDs' configuration: one step of the policy (throttle, suspend, a rung...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    pub kind: ActionKind,
+    pub changes: Vec<Change>,
+    /// Why, in numbers.
+    pub reason: String,
+    /// Values also pushed to the running OSDs (`ceph tell osd.* config set`): Pacific keeps a
+    /// built-in profile's scheduler values over the config database's, so a `custom` limit
+    /// set with `config set` alone would not bind until the OSDs restart.
+    pub push: Vec<(String, String)>,
+    /// Where the ladder stands (rung, step) once the action is carried out.
+    pub rung: Option<(u8, usize)>,
+}
+
+impl Action {
+    pub fn describe(&self) -> String {
+        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+        format!(
+            "{} {}: {}",
+            self.kind.as_str(),
+            changes.join(", "),
+            self.reason
+        )
+    }
+}
+
+/// What `decide` wants done, before the limits are checked.
+pub(super) struct Want {
+    pub(super) kind: ActionKind,
+    pub(super) changes: Vec<Change>,
+    pub(super) reason: String,
+    pub(super) push: Vec<(String, String)>,
+    pub(super) rung: Option<(u8, usize)>,
+}
+
+impl Want {
+    pub(super) fn new(kind: ActionKind, changes: Vec<Change>, reason: String) -> Self {
+        Self {
+            kind,
+            changes,
+            reason,
+            push: Vec::new(),
+            rung: None,
+        }
+    }
+}
+
+/// Why flags are changed: the pause rung's duty cycle, or the enforcer starting or stopping
+/// (its own flags never outlive a run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagsFor {
+    /// The pause rung (PAUSE / UNPAUSE in the decision log).
+    Pause,
+    /// START or SHUTDOWN: every flag the state file says the enforcer set.
+    Lifecycle(&'static str),
+}
+
+/// One thing to do to the cluster. The loop runs them in order (in observe mode it runs
+/// nothing and reports [`Outcome::Simulated`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Runs in order: `tell osd.* config unset` of a pushed recovery limit the action drops,
+    /// `config set/rm osd` of each change (stopping at the first failure), then the pushes.
+    Config(Action),
+    /// `ceph osd set FLAG` for each, in order; after a failure each is unset again (`take_back`),
+    /// so that no half pause stays.
+    SetFlags { flags: Vec<String>, for_: FlagsFor },
+    /// `ceph osd unset FLAG` for each (all are tried).
+    UnsetFlags { flags: Vec<String>, for_: FlagsFor },
+}
+
+/// An effect with what must be on disk before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub effect: Effect,
+    /// Write the state file first (the reason, for the log); when it cannot be written the
+    /// effect is not run ([`Outcome::NotSaved`]).
+    pub persist_first: Option<&'static str>,
+}
+
+/// Configured values read back after a failed config change: a timed-out `config set` may still
+/// have been applied by the mon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadBack {
+    pub values: BTreeMap<String, Option<String>>,
+    /// When they were read.
+    pub at: Time,
+}
+
+/// One flag command: the flag, and what the command answered.
+pub type FlagResult = (String, Result<(), String>);
+
+/// What happened when the loop carried out an effect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Observe mode: nothing was run.
+    Simulated,
+    /// Not run: the state file could not be written first. For a config change, the keys read
+    /// back afterwards (`None`: the read failed).
+    NotSaved { read_back: Option<ReadBack> },
+    /// A config change ran: `Err` is the first failed command's error; after a failure the keys
+    /// are read back (`None`: the read failed).
+    Config {
+        result: Result<(), String>,
+        read_back: Option<ReadBack>,
+    },
+    /// Flag commands ran: each flag's result, in order. For `SetFlags`, `set` stops at the first
+    /// failure and `unset` holds the take-back that follows it.
+    Flags {
+        set: Vec<FlagResult>,
+        unset: Vec<FlagResult>,
+    },
+}
+
+impl Outcome {
+    /// A config change that ran without error.
+    pub fn done() -> Self {
+        Outcome::Config {
+            result: Ok(()),
+            read_back: None,
+        }
+    }
+
+    /// A config change that failed, nothing read back.
+    pub fn failed(error: impl Into<String>) -> Self {
+        Outcome::Config {
+            result: Err(error.into()),
+            read_back: None,
+        }
+    }
+}
+
+/// A line for the log that is not a decision record (start, shutdown, learned baseline).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogLine {
+    Info(String),
+    Warn(String),
+    Error(String),
+}
+
+/// What `decide` (or another pure step of the loop) wants: effects, log lines, the next state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// In order; the loop runs each, then `apply_outcome` with its result.
+    pub effects: Vec<Planned>,
+    /// Lines for the decision log.
+    pub notes: Vec<DecisionRecord>,
+    /// What the enforcer remembers if no effect is carried out: `apply_outcome` adds each result.
+    pub next: EnforcerState,
+}
+
+impl Decision {
+    /// The config change among the effects, if any.
+    pub fn action(&self) -> Option<&Action> {
+        self.effects.iter().find_map(|p| match &p.effect {
+            Effect::Config(a) => Some(a),
+            _ => None,
+        })
+    }
+}
