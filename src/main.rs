@@ -15,11 +15,12 @@ use ceph_recovery_budget::cli::{
     TuneReportArgs, TuneStepArgs,
 };
 use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
-use ceph_recovery_budget::config::{FileConfig, LogFormat, ServeMode, Settings};
+use ceph_recovery_budget::config::Settings;
 use ceph_recovery_budget::enforcer::{
     self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Mode, Policy, TokioClock,
 };
 use ceph_recovery_budget::http;
+use ceph_recovery_budget::settings::{FileConfig, LogFormat, ServeMode};
 use ceph_recovery_budget::tuning;
 
 fn main() -> ExitCode {
@@ -51,7 +52,7 @@ fn load_settings(args: &ServeArgs) -> anyhow::Result<Settings> {
         Some(p) => (FileConfig::load(p)?, p.as_path()),
         None => (FileConfig::default(), Path::new("(no config file)")),
     };
-    Ok(Settings::resolve(&file, path, &args.overrides())?)
+    Ok(Settings::resolve(&file, path, &args.settings)?)
 }
 
 fn check_config(args: CheckConfigArgs) -> anyhow::Result<ExitCode> {
