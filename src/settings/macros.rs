@@ -10,7 +10,7 @@
 //!         key: "interval",               // collect.interval in the file
 //!         value_name: "DURATION",
 //!         help: "How often to collect from the cluster",
-//!         default(HumanDuration::secs(15) => "15s"),   // or default(unset), default(computed "...")
+//!         default(HumanDuration(Duration::from_secs(15)) => "15s"), // or (unset), (computed "...")
 //!         check: check_collect_interval, // optional: fn(&T) -> Result<(), String>
 //!         clap(value_delimiter = ','),   // optional: more clap attributes
 //!         note: "at least 1s",           // the doc table's last column
@@ -18,6 +18,8 @@
 //! }
 //! ```
 //!
+//! `default(unset)`: none (the value is `Option`); `default(computed "...")`: worked out by
+//! `config::Settings::resolve` from other values, the text is what the help and the doc say.
 //! `(root)` instead of `(section: Struct)` puts the keys at the top of the file. Sections and
 //! root keys appear in the file struct in the order written (serde lists them in that order
 //! when it rejects an unknown key).
