@@ -1,13 +1,11 @@
-//! Command-line flags, parsed into plain data (`config::Overrides`) before anything runs.
+//! Command-line flags, parsed into plain data before anything runs. The settings of `serve`
+//! (flags that are also config-file keys) are declared in [`crate::settings`].
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{
-    EnforcerOverrides, HumanDuration, ListenAddress, LogFormat, LogLevel, Overrides,
-};
-use crate::enforcer::policy::{BaselineSpec, Mode, SuspendWhen};
+use crate::settings::{Flags, HumanDuration};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -373,22 +371,6 @@ pub struct StatusArgs {
     pub format: StatusFormat,
 }
 
-fn parse_levers(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not KEY=VALUE (e.g. osd_max_backfills=1,osd_recovery_sleep_hdd=0.1)"))?;
-            let (k, v) = (k.trim(), v.trim());
-            if !k.starts_with("osd_") || v.is_empty() {
-                return Err(format!("{pair:?}: expected an osd_* option and a value"));
-            }
-            Ok((k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
     /// The YAML config file to check.
@@ -406,315 +388,15 @@ pub struct ServeArgs {
     )]
     pub config_file: Option<PathBuf>,
 
-    /// Address to listen on for HTTP [default: 0.0.0.0:9939]
-    #[arg(long = "web.listen-address", value_name = "HOST:PORT")]
-    pub listen_address: Option<ListenAddress>,
-
-    /// Path under which to expose metrics [default: /metrics]
-    #[arg(long = "web.telemetry-path", value_name = "PATH")]
-    pub telemetry_path: Option<String>,
-
-    /// The ceph CLI, split like shell words and run without a shell, e.g. "cephadm shell -- ceph" or
-    /// "kubectl -n rook-ceph exec deploy/rook-ceph-tools -- ceph" [default: ceph]
-    #[arg(long = "ceph-cmd", value_name = "COMMAND")]
-    pub ceph_cmd: Option<String>,
-
-    /// ceph.conf to pass to every ceph call (--conf)
-    #[arg(long = "ceph-conf", value_name = "FILE")]
-    pub ceph_conf: Option<String>,
-
-    /// Ceph user to connect as (--name), e.g. client.recovery-budget
-    #[arg(long = "ceph-name", value_name = "NAME")]
-    pub ceph_name: Option<String>,
-
-    /// Keyring of that user (--keyring)
-    #[arg(long = "ceph-keyring", value_name = "FILE")]
-    pub ceph_keyring: Option<String>,
-
-    /// Timeout of each ceph call; the process (and its children) is killed after it [default: 10s]
-    #[arg(long = "ceph-timeout", value_name = "DURATION")]
-    pub ceph_timeout: Option<HumanDuration>,
-
-    /// How to talk to Ceph: cli (the ceph CLI, one process per command), librados (one
-    /// connection held; needs a build with the librados feature), or auto (librados when built
-    /// with it, --ceph-cmd is plain `ceph` and it connects at start; cli otherwise) [default: auto]
-    #[arg(long = "ceph.backend", value_name = "BACKEND")]
-    pub ceph_backend: Option<crate::ceph::any::BackendChoice>,
-
-    /// How often to collect from the cluster [default: 15s]
-    #[arg(long = "collect.interval", value_name = "DURATION")]
-    pub collect_interval: Option<HumanDuration>,
-
-    /// Window of the exporter's own recovery rate (method="delta") [default: 5m]
-    #[arg(long = "recovery.window", value_name = "DURATION")]
-    pub recovery_window: Option<HumanDuration>,
-
-    /// Window of the client write latency quantiles [default: 5m]
-    #[arg(long = "latency.window", value_name = "DURATION")]
-    pub latency_window: Option<HumanDuration>,
-
-    /// cluster: cluster state and (through the monitors) every OSD's histogram, enforcer here;
-    /// host: only this host's OSD histograms, from their admin sockets (one exporter per OSD host)
-    /// [default: cluster]
-    #[arg(long = "mode", value_name = "MODE")]
-    pub mode: Option<crate::config::ServeMode>,
-
-    /// Publish the write-latency histogram per osd (33 series each), per host (33 per host) or
-    /// for the whole cluster (33) [default: osd]
-    #[arg(long = "latency.aggregate", value_name = "osd|host|cluster")]
-    pub latency_aggregate: Option<crate::latency::aggregate::Grouping>,
-
-    /// Where the enforcer's p99 comes from: collect (the histograms this exporter reads) or
-    /// prometheus (a query over what host-mode exporters publish; this exporter then reads none)
-    /// [default: collect]
-    #[arg(long = "latency.source", value_name = "SOURCE")]
-    pub latency_source: Option<crate::config::LatencySource>,
-
-    /// Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090 (a path
-    /// prefix is kept: http://mon1/prometheus behind a proxy or --web.route-prefix)
-    #[arg(long = "prometheus.url", value_name = "URL")]
-    pub prometheus_url: Option<String>,
-
-    /// The p99 query [default: histogram_quantile(0.99, sum by (le) (rate(ceph_osd_op_w_latency_bucket[<enforcer latency window>])))]
-    #[arg(long = "prometheus.query", value_name = "PROMQL")]
-    pub prometheus_query: Option<String>,
-
-    /// Host mode: the directory of the local OSDs' admin sockets [default: /var/run/ceph]
-    #[arg(long = "host.asok-dir", value_name = "DIR")]
-    pub host_asok_dir: Option<PathBuf>,
-
-    /// Host mode: the host label with --latency.aggregate host [default: this machine's hostname]
-    #[arg(long = "host.name", value_name = "NAME")]
-    pub host_name: Option<String>,
-
-    /// Log filter: error, warn, info, debug, trace (or a tracing directive) [default: info]
-    #[arg(long = "log.level", value_name = "LEVEL")]
-    pub log_level: Option<LogLevel>,
-
-    /// Log format [default: text]
-    #[arg(long = "log.format", value_name = "FORMAT")]
-    pub log_format: Option<LogFormat>,
-
+    /// Every setting, declared once in `crate::settings`.
     #[command(flatten)]
-    pub enforcer: EnforcerArgs,
-}
-
-/// The enforcer's policy; each flag is named after its key in the config file's `enforcer:` section.
-#[derive(Debug, Args, Default)]
-#[command(next_help_heading = "Enforcer")]
-pub struct EnforcerArgs {
-    /// off: no enforcer; observe: decide and log "would ..." without changing anything; enforce: act [default: observe]
-    #[arg(id = "enforcer.mode", long = "enforcer.mode", value_name = "MODE")]
-    pub mode: Option<Mode>,
-    /// Client p99 write latency without recovery: a duration (16ms), `learned`, or `fio:FILE` (a fio report) [default: learned]
-    #[arg(
-        id = "enforcer.baseline",
-        long = "enforcer.baseline",
-        value_name = "BASELINE"
-    )]
-    pub baseline: Option<BaselineSpec>,
-    /// With `learned`: how long of writes without recovery make a baseline [default: 1h]
-    #[arg(
-        id = "enforcer.learn-window",
-        long = "enforcer.learn-window",
-        value_name = "DURATION"
-    )]
-    pub learn_window: Option<HumanDuration>,
-    /// Bound = multiplier x baseline [default: 2.0]
-    #[arg(
-        id = "enforcer.multiplier",
-        long = "enforcer.multiplier",
-        value_name = "X"
-    )]
-    pub multiplier: Option<f64>,
-    /// How long p99 must stay above the bound during recovery before acting [default: 15m]
-    #[arg(id = "enforcer.for", long = "enforcer.for", value_name = "DURATION")]
-    pub breach_for: Option<HumanDuration>,
-    /// Window of the p99 the enforcer judges [default: 5m]
-    #[arg(
-        id = "enforcer.latency-window",
-        long = "enforcer.latency-window",
-        value_name = "DURATION"
-    )]
-    pub latency_window: Option<HumanDuration>,
-    /// When the bound is lifted: any_undersized or pool_at_min_size [default: any_undersized]
-    #[arg(
-        id = "enforcer.suspend-when",
-        long = "enforcer.suspend-when",
-        value_name = "WHEN"
-    )]
-    pub suspend_when: Option<SuspendWhen>,
-    /// mClock profile that slows recovery [default: high_client_ops]
-    #[arg(
-        id = "enforcer.throttle-profile",
-        long = "enforcer.throttle-profile",
-        value_name = "PROFILE"
-    )]
-    pub throttle_profile: Option<String>,
-    /// mClock profile while redundancy is at risk [default: high_recovery_ops]
-    #[arg(
-        id = "enforcer.suspend-profile",
-        long = "enforcer.suspend-profile",
-        value_name = "PROFILE"
-    )]
-    pub suspend_profile: Option<String>,
-    /// How long recovery must stay finished before restoring the original settings [default: 5m]
-    #[arg(
-        id = "enforcer.settle",
-        long = "enforcer.settle",
-        value_name = "DURATION"
-    )]
-    pub settle: Option<HumanDuration>,
-    /// Minimum time between two changes [default: 5m]
-    #[arg(
-        id = "enforcer.min-interval",
-        long = "enforcer.min-interval",
-        value_name = "DURATION"
-    )]
-    pub min_interval: Option<HumanDuration>,
-    /// Maximum changes per hour [default: 6]
-    #[arg(
-        id = "enforcer.max-changes-per-hour",
-        long = "enforcer.max-changes-per-hour",
-        value_name = "N"
-    )]
-    pub max_changes_per_hour: Option<u32>,
-    /// Settings used instead of a profile when the OSDs do not run mClock, as KEY=VALUE,...
-    /// [default: osd_max_backfills=1,osd_recovery_sleep_hdd=0.1]
-    #[arg(id = "enforcer.wpq-levers", long = "enforcer.wpq-levers", value_name = "KEY=VALUE,...", value_parser = parse_levers)]
-    pub wpq_levers: Option<std::collections::BTreeMap<String, String>>,
-    /// How long OSDs get to take a profile before one that did not is reported [default: 30s]
-    #[arg(
-        id = "enforcer.verify-after",
-        long = "enforcer.verify-after",
-        value_name = "DURATION"
-    )]
-    pub verify_after: Option<HumanDuration>,
-    /// Highest rung of the escalation ladder: 1 throttle profile only, 2 + recovery limit,
-    /// 3 + duty-cycled nobackfill/norecover pause [default: 3]
-    #[arg(id = "enforcer.max-rung", long = "enforcer.max-rung", value_name = "N")]
-    pub max_rung: Option<u8>,
-    /// How long a rung is held before its effect on p99 is judged (at least the latency window)
-    /// [default: 5m]
-    #[arg(
-        id = "enforcer.ladder-settle",
-        long = "enforcer.ladder-settle",
-        value_name = "DURATION"
-    )]
-    pub ladder_settle: Option<HumanDuration>,
-    /// Rung 2 under mClock: custom profile with the background-recovery limit (IOPS per OSD)
-    /// at each of these in turn [default: 1000,300,100]
-    #[arg(
-        id = "enforcer.recovery-limits",
-        long = "enforcer.recovery-limits",
-        value_name = "IOPS,...",
-        value_delimiter = ','
-    )]
-    pub recovery_limits: Option<Vec<u32>>,
-    /// Rung 2 on wpq: osd_recovery_sleep (seconds) at each of these in turn, with
-    /// osd_recovery_max_active 1 [default: 0.2,0.5,1]
-    #[arg(
-        id = "enforcer.recovery-sleeps",
-        long = "enforcer.recovery-sleeps",
-        value_name = "SECONDS,...",
-        value_delimiter = ','
-    )]
-    pub recovery_sleeps: Option<Vec<f64>>,
-    /// A rung comes off when p99 stays below this fraction of the bound for the ladder's
-    /// settle time [default: 0.7]
-    #[arg(
-        id = "enforcer.descend-below",
-        long = "enforcer.descend-below",
-        value_name = "FRACTION"
-    )]
-    pub descend_below: Option<f64>,
-    /// Rung 3: one pause on/off cycle [default: 30s]
-    #[arg(
-        id = "enforcer.pause-period",
-        long = "enforcer.pause-period",
-        value_name = "DURATION"
-    )]
-    pub pause_period: Option<HumanDuration>,
-    /// Rung 3: never pause more than this share of each period, so recovery progresses
-    /// [default: 0.8]
-    #[arg(
-        id = "enforcer.pause-max-share",
-        long = "enforcer.pause-max-share",
-        value_name = "FRACTION"
-    )]
-    pub pause_max_share: Option<f64>,
-    /// Rung 3: at most this much pause in one recovery [default: 30m]
-    #[arg(
-        id = "enforcer.pause-max-total",
-        long = "enforcer.pause-max-total",
-        value_name = "DURATION"
-    )]
-    pub pause_max_total: Option<HumanDuration>,
-    /// Where the enforcer keeps the operator's original settings (written atomically)
-    /// [default: /var/lib/ceph-recovery-budget/enforcer-state.json]
-    #[arg(
-        id = "enforcer.state-file",
-        long = "enforcer.state-file",
-        value_name = "FILE"
-    )]
-    pub state_file: Option<PathBuf>,
-}
-
-impl ServeArgs {
-    pub fn overrides(&self) -> Overrides {
-        Overrides {
-            listen_address: self.listen_address.clone(),
-            telemetry_path: self.telemetry_path.clone(),
-            ceph_cmd: self.ceph_cmd.clone(),
-            ceph_conf: self.ceph_conf.clone(),
-            ceph_name: self.ceph_name.clone(),
-            ceph_keyring: self.ceph_keyring.clone(),
-            ceph_timeout: self.ceph_timeout,
-            ceph_backend: self.ceph_backend,
-            collect_interval: self.collect_interval,
-            recovery_window: self.recovery_window,
-            latency_window: self.latency_window,
-            log_level: self.log_level.clone(),
-            log_format: self.log_format,
-            mode: self.mode,
-            latency_aggregate: self.latency_aggregate,
-            latency_source: self.latency_source,
-            prometheus_url: self.prometheus_url.clone(),
-            prometheus_query: self.prometheus_query.clone(),
-            host_asok_dir: self.host_asok_dir.clone(),
-            host_name: self.host_name.clone(),
-            enforcer: EnforcerOverrides {
-                mode: self.enforcer.mode,
-                baseline: self.enforcer.baseline.clone(),
-                learn_window: self.enforcer.learn_window,
-                multiplier: self.enforcer.multiplier,
-                breach_for: self.enforcer.breach_for,
-                latency_window: self.enforcer.latency_window,
-                suspend_when: self.enforcer.suspend_when,
-                throttle_profile: self.enforcer.throttle_profile.clone(),
-                suspend_profile: self.enforcer.suspend_profile.clone(),
-                settle: self.enforcer.settle,
-                min_interval: self.enforcer.min_interval,
-                max_changes_per_hour: self.enforcer.max_changes_per_hour,
-                state_file: self.enforcer.state_file.clone(),
-                wpq_levers: self.enforcer.wpq_levers.clone(),
-                verify_after: self.enforcer.verify_after,
-                max_rung: self.enforcer.max_rung,
-                ladder_settle: self.enforcer.ladder_settle,
-                recovery_limits: self.enforcer.recovery_limits.clone(),
-                recovery_sleeps: self.enforcer.recovery_sleeps.clone(),
-                descend_below: self.enforcer.descend_below,
-                pause_period: self.enforcer.pause_period,
-                pause_max_share: self.enforcer.pause_max_share,
-                pause_max_total: self.enforcer.pause_max_total,
-            },
-        }
-    }
+    pub settings: Flags,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::LogFormat;
     use clap::CommandFactory;
 
     #[test]
@@ -740,7 +422,7 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        let o = args.overrides();
+        let o = args.settings;
         assert_eq!(o.collect_interval.unwrap().0.as_secs(), 5);
         assert_eq!(o.ceph_cmd.as_deref(), Some("cephadm shell -- ceph"));
         assert_eq!(o.listen_address.unwrap().0.port(), 9100);
@@ -765,7 +447,7 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        let o = args.overrides().enforcer;
+        let o = args.settings;
         assert_eq!(o.recovery_limits, Some(vec![300, 100]));
         assert_eq!(o.recovery_sleeps, Some(vec![0.5]));
         assert_eq!(o.max_rung, Some(2));
@@ -794,7 +476,7 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        assert_eq!(args.overrides().ceph_backend, Some(BackendChoice::Librados));
+        assert_eq!(args.settings.ceph_backend, Some(BackendChoice::Librados));
         let err = Cli::try_parse_from(["ceph-recovery-budget", "serve", "--ceph.backend", "rados"])
             .unwrap_err()
             .to_string();
@@ -802,6 +484,25 @@ mod tests {
             err.contains("cli") && err.contains("librados") && err.contains("auto"),
             "{err}"
         );
+    }
+
+    /// `serve`'s flags are the settings (each also a file key) and the known flag-only ones.
+    #[test]
+    fn every_serve_flag_is_a_setting_or_a_known_exception() {
+        use std::collections::BTreeSet;
+        let command = Cli::command();
+        let serve = command
+            .find_subcommand("serve")
+            .expect("a serve subcommand");
+        let flags: BTreeSet<&str> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| *l != "help")
+            .collect();
+        let mut expected: BTreeSet<&str> =
+            crate::settings::table().iter().map(|s| s.flag).collect();
+        expected.extend(crate::settings::FLAG_ONLY);
+        assert_eq!(flags, expected);
     }
 
     #[test]

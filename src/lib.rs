@@ -13,5 +13,6 @@ pub mod http;
 pub mod http_client;
 pub mod latency;
 pub mod metrics;
+pub mod settings;
 pub mod tuning;
 pub mod units;

@@ -21,7 +21,10 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
             if path.extension().is_none_or(|e| e != "rs") {
                 continue;
             }
-            let rel = path.strip_prefix(src).expect("under src").with_extension("");
+            let rel = path
+                .strip_prefix(src)
+                .expect("under src")
+                .with_extension("");
             let mut parts: Vec<String> = rel
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -73,7 +76,10 @@ fn paths(text: &str) -> Vec<String> {
         }
         let path = ascii(i, j).trim_end_matches("::").to_string();
         if j < b.len() && b[j] == b'{' {
-            let close = b[j..].iter().position(|&c| c == b'}').map_or(b.len(), |c| j + c);
+            let close = b[j..]
+                .iter()
+                .position(|&c| c == b'}')
+                .map_or(b.len(), |c| j + c);
             for item in ascii(j + 1, close).split(',') {
                 let head = item.trim().split("::").next().unwrap_or("");
                 let head = head.split_whitespace().next().unwrap_or("");
@@ -181,7 +187,8 @@ fn no_module_imports_one_that_imports_it_back() {
 
 #[test]
 fn the_import_reader_finds_paths_and_brace_items() {
-    let text = "use crate::ceph::{ops, parse::status::X};\nlet a = super::fmt(1); crate::units::fmt_ms(2)";
+    let text =
+        "use crate::ceph::{ops, parse::status::X};\nlet a = super::fmt(1); crate::units::fmt_ms(2)";
     assert_eq!(
         paths(text),
         vec![

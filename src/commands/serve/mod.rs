@@ -1,0 +1,306 @@
+//! `serve`: the collector, the enforcer and the HTTP server over one Ceph client, until a
+//! signal. What to do at start with the enforcer's state file is decided in [`startup`].
+
+pub mod startup;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::sync::watch;
+
+use ceph_recovery_budget::ceph::any;
+use ceph_recovery_budget::ceph::{admin_socket, Client};
+use ceph_recovery_budget::cli::ServeArgs;
+use ceph_recovery_budget::collect::{CollectSettings, Collector, Snapshot};
+use ceph_recovery_budget::config::Settings;
+use ceph_recovery_budget::enforcer::{
+    self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Policy, TokioClock,
+};
+use ceph_recovery_budget::http;
+use ceph_recovery_budget::settings::{FileConfig, LogFormat, ServeMode};
+
+use super::{finish, fio_baseline, signals, LOG};
+use startup::{Notice, Start};
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    finish(serve(args))
+}
+
+fn load_settings(args: &ServeArgs) -> anyhow::Result<Settings> {
+    let (file, path) = match &args.config_file {
+        Some(p) => (FileConfig::load(p)?, p.as_path()),
+        None => (FileConfig::default(), Path::new("(no config file)")),
+    };
+    Ok(Settings::resolve(&file, path, &args.settings)?)
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match settings.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let settings = load_settings(&args)?;
+    init_logging(&settings);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_serve(settings))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_serve(settings: Settings) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(settings.listen_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (in use? see --web.listen-address)",
+                settings.listen_address
+            )
+        })?;
+    tracing::info!(
+        target: LOG,
+        address = %settings.listen_address,
+        path = %settings.telemetry_path,
+        ceph = %settings.ceph.command.join(" "),
+        interval = ?settings.collect_interval,
+        "serving metrics"
+    );
+
+    if settings.mode == ServeMode::Host {
+        let dir = settings.asok_dir.clone();
+        let sockets = admin_socket::discover_osd_sockets(&dir).with_context(|| {
+            format!(
+                "host mode reads the local OSDs' admin sockets in {} (see --host.asok-dir)",
+                dir.display()
+            )
+        })?;
+        tracing::info!(target: LOG, dir = %dir.display(), osds = ?sockets.iter().map(|(o, _)| o).collect::<Vec<_>>(), "host mode: reading the latency histograms of this host's OSDs from their admin sockets");
+        if sockets.is_empty() {
+            tracing::warn!(target: LOG, dir = %dir.display(), "no OSD admin socket here yet; collector latency stays down until one appears");
+        }
+        ceph_recovery_budget::metrics::set_backend("admin_socket");
+        let client = admin_socket::AdminSocketClient::new(dir, settings.ceph.timeout);
+        return serve_with(settings, listener, client).await;
+    }
+
+    // One client (one librados connection) for the collector and the enforcer.
+    let selected = any::select(settings.ceph_backend, &settings.ceph).await?;
+    let backend = selected.client.backend().as_str();
+    tracing::info!(
+        target: LOG,
+        backend,
+        choice = settings.ceph_backend.as_str(),
+        why = %selected.why,
+        "ceph backend: {backend}"
+    );
+    ceph_recovery_budget::metrics::set_backend(backend);
+    serve_with(settings, listener, selected.client).await
+}
+
+/// This machine's name, for `host="..."` in host mode.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The collector, the enforcer and the HTTP server over one client, until a signal.
+async fn serve_with<C: Client + Clone>(
+    settings: Settings,
+    listener: tokio::net::TcpListener,
+    client: C,
+) -> anyhow::Result<()> {
+    let host_mode = settings.mode == ServeMode::Host;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::empty(settings.collect_interval)));
+    let collector = Collector::new(
+        client.clone(),
+        CollectSettings {
+            interval: settings.collect_interval,
+            recovery_window: settings.recovery_window,
+            latency_window: settings.latency_window,
+            cluster_state: !host_mode,
+            // With Prometheus as the latency source the host-mode exporters publish them.
+            latency: host_mode || settings.prometheus.is_none(),
+            grouping: settings.latency_aggregate,
+            host_name: host_mode.then(|| settings.host_name.clone().unwrap_or_else(hostname)),
+        },
+    );
+    let collector_task = tokio::spawn(collector.run(snap_tx, shutdown_rx.clone()));
+    let external_p99 = settings.prometheus.clone().map(|p| {
+        tracing::info!(target: LOG, url = %p.url, query = %p.query, "the enforcer's p99 comes from Prometheus");
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(ceph_recovery_budget::latency::prometheus::poll(
+            p.url,
+            p.query,
+            settings.collect_interval,
+            tx,
+            shutdown_rx.clone(),
+        ));
+        rx
+    });
+
+    let mut enforcer_shared = None;
+    let mut enforcer_task = None;
+    if let Some(mut enforcer) = start_enforcer(&settings, client)? {
+        if let Some(rx) = external_p99 {
+            enforcer = enforcer.with_external_p99(rx);
+        }
+        enforcer_shared = Some(enforcer.shared());
+        enforcer_task = Some(tokio::spawn(
+            enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
+        ));
+    }
+
+    let app = http::router(http::AppState {
+        snapshots: snap_rx,
+        telemetry_path: settings.telemetry_path.clone(),
+        enforcer: enforcer_shared,
+    });
+    let mut http_shutdown = shutdown_rx.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = http_shutdown.changed().await;
+    });
+    let server_task = tokio::spawn(async move { server.await });
+
+    let mut collector_task = collector_task;
+    let enforcer_ended = async {
+        match enforcer_task.as_mut() {
+            Some(t) => t.await,
+            None => std::future::pending().await,
+        }
+    };
+    // A task that ends on its own is a bug: stop (non-zero) rather than serve frozen data.
+    let died = tokio::select! {
+        _ = signals::shutdown() => None,
+        r = &mut collector_task => Some(format!("the collector stopped unexpectedly ({r:?})")),
+        r = enforcer_ended => Some(format!("the enforcer stopped unexpectedly ({r:?})")),
+    };
+    tracing::info!(target: LOG, "shutting down");
+    let _ = shutdown_tx.send(true);
+    if !collector_task.is_finished() {
+        let _ = collector_task.await;
+    }
+    if let Some(t) = enforcer_task {
+        if !t.is_finished() {
+            let _ = t.await;
+        }
+    }
+    if let Some(why) = died {
+        anyhow::bail!(why);
+    }
+    server_task
+        .await
+        .context("HTTP server task")?
+        .context("HTTP server")?;
+    Ok(())
+}
+
+/// The enforcer, unless its mode is off: the state file loaded and judged by
+/// [`startup::plan`], the baseline read, the start said in the decision log.
+fn start_enforcer<C: Client>(
+    settings: &Settings,
+    client: C,
+) -> anyhow::Result<Option<Enforcer<CephActor<C>, TokioClock>>> {
+    let policy: &Policy = &settings.policy;
+    let fixed = match &policy.baseline {
+        _ if policy.mode == enforcer::Mode::Off => None,
+        BaselineSpec::Fixed(d) => Some(d.as_secs_f64()),
+        BaselineSpec::Fio(path) => Some(fio_baseline(path)?),
+        BaselineSpec::Learned => None,
+    };
+    let plan = startup::plan(
+        policy.mode,
+        &policy.state_file,
+        EnforcerState::load(&policy.state_file),
+    )?;
+    let Start::Run {
+        state,
+        persist,
+        save_first,
+    } = plan.start
+    else {
+        plan.notices.iter().for_each(log_notice);
+        return Ok(None);
+    };
+    if save_first {
+        state
+            .save(&policy.state_file)
+            .context("the enforcer in enforce mode must be able to write its state file")?;
+    }
+    plan.notices.iter().for_each(log_notice);
+    tracing::info!(
+        target: "decision",
+        "enforcer {} mode: baseline {}{}, bound {} x baseline, act after {} above it during recovery, suspend when {}; {}",
+        policy.mode.as_str(),
+        policy.baseline,
+        match (&policy.baseline, fixed) {
+            (BaselineSpec::Fio(_), Some(f)) => format!(" = write p99 {}", ceph_recovery_budget::units::fmt_ms(f)),
+            _ => String::new(),
+        },
+        policy.multiplier,
+        ceph_recovery_budget::units::fmt_secs(policy.breach_for.as_secs_f64()),
+        policy.suspend_when.as_str(),
+        enforcer::ladder::describe(policy)
+    );
+    let style = match settings.log_format {
+        LogFormat::Json => LogStyle::Json,
+        LogFormat::Text => LogStyle::Text,
+    };
+    let enforcer = Enforcer::new(
+        policy.clone(),
+        CephActor::new(client),
+        TokioClock::new(),
+        *state,
+        fixed,
+        settings.collect_interval,
+        style,
+    );
+    Ok(Some(if persist {
+        enforcer
+    } else {
+        enforcer.without_persistence()
+    }))
+}
+
+/// Each start-up notice, as a log line with its fields.
+fn log_notice(notice: &Notice) {
+    match notice {
+        Notice::UnreadableInObserve { error } => {
+            tracing::warn!(target: LOG, error = %error, "observe mode: starting from a fresh enforcer state and leaving the file as it is")
+        }
+        Notice::ObserveEpisodeDropped => {
+            tracing::info!(target: "decision", "the state file holds an observe-mode episode; enforce mode starts fresh")
+        }
+        Notice::Resuming { original, applied } => {
+            tracing::info!(target: "decision", original = ?original, applied = ?applied.as_ref(), "resuming: the state file says the enforcer changed settings before it stopped; it will restore them when recovery ends")
+        }
+        Notice::OffWithFlagsSet { flags } => tracing::error!(
+            target: LOG,
+            flags = ?flags,
+            "the enforcer is off, but its state file says it set these OSD map flags and did not unset them: recovery may be paused; unset them (ceph osd unset FLAG) or run the enforcer in enforce mode, which unsets them at start"
+        ),
+        Notice::OffWithUnrestored { values, original } => tracing::warn!(
+            target: LOG,
+            values = ?values,
+            original = ?original,
+            "the enforcer is off, but its state file says it changed settings it has not restored; restore them by hand or run it in enforce mode"
+        ),
+    }
+}

@@ -1,0 +1,184 @@
+//! The types of setting values: each parses from a flag (`FromStr`) and from the config file
+//! (`Deserialize`) with the same rules and the same message.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+/// A duration written like `15s`, `5m`, `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s.trim())
+            .map(HumanDuration)
+            .map_err(|e| format!("invalid duration {s:?} ({e}); expected a number with a unit, like 15s, 5m or 1h30m"))
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// A `tracing` filter such as `info` or `ceph_recovery_budget=debug,warn`, checked when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLevel(pub String);
+
+impl std::str::FromStr for LogLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        tracing_subscriber::EnvFilter::try_new(s)
+            .map(|_| LogLevel(s.to_string()))
+            .map_err(|e| {
+                format!("invalid log level {s:?} ({e}); expected error, warn, info, debug or trace")
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for LogLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// `host:port`, `:port` (all interfaces, as Prometheus exporters accept) or `[::1]:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddress(pub SocketAddr);
+
+impl std::str::FromStr for ListenAddress {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let full = if s.starts_with(':') {
+            format!("0.0.0.0{s}")
+        } else {
+            s.to_string()
+        };
+        full.to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(ListenAddress)
+            .ok_or_else(|| {
+                format!(
+                    "invalid listen address {s:?}; expected host:port, like 0.0.0.0:9939 or :9939"
+                )
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenAddress {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// What one `serve` publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeMode {
+    /// Cluster state (status, pools, PGs, schedulers) and, unless Prometheus provides the p99,
+    /// every OSD's latency histogram through the monitors; the enforcer runs here.
+    #[default]
+    Cluster,
+    /// Only the latency histograms of this host's OSDs, from their admin sockets: no ceph CLI,
+    /// no monitor load. One per OSD host.
+    Host,
+}
+
+impl ServeMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServeMode::Cluster => "cluster",
+            ServeMode::Host => "host",
+        }
+    }
+}
+
+impl std::str::FromStr for ServeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cluster" => Ok(ServeMode::Cluster),
+            "host" => Ok(ServeMode::Host),
+            _ => Err(format!("invalid mode {s:?}: expected cluster or host")),
+        }
+    }
+}
+
+/// Where the enforcer's p99 comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencySource {
+    /// The histograms this exporter collects.
+    #[default]
+    Collect,
+    /// A query to Prometheus over the histograms the host-mode exporters publish.
+    Prometheus,
+}
+
+impl LatencySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencySource::Collect => "collect",
+            LatencySource::Prometheus => "prometheus",
+        }
+    }
+}
+
+impl std::str::FromStr for LatencySource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "collect" => Ok(LatencySource::Collect),
+            "prometheus" => Ok(LatencySource::Prometheus),
+            _ => Err(format!(
+                "invalid latency source {s:?}: expected collect or prometheus"
+            )),
+        }
+    }
+}
+
+/// `--enforcer.wpq-levers osd_max_backfills=1,osd_recovery_sleep_hdd=0.1`: the file gives a map.
+pub fn parse_levers(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not KEY=VALUE (e.g. osd_max_backfills=1,osd_recovery_sleep_hdd=0.1)"))?;
+            let (k, v) = (k.trim(), v.trim());
+            if !k.starts_with("osd_") || v.is_empty() {
+                return Err(format!("{pair:?}: expected an osd_* option and a value"));
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_address_accepts_port_only() {
+        let a: ListenAddress = ":9100".parse().unwrap();
+        assert_eq!(a.0, "0.0.0.0:9100".parse().unwrap());
+    }
+}
