@@ -122,6 +122,7 @@ impl CephArgs {
             name: self.ceph_name.clone(),
             keyring: self.ceph_keyring.clone(),
             timeout: self.ceph_timeout.0,
+            max_reply_bytes: crate::ceph::DEFAULT_MAX_REPLY_BYTES,
         })
     }
 }

@@ -132,6 +132,7 @@ impl Settings {
                 name: m.ceph_name.get()?.0,
                 keyring: m.ceph_keyring.get()?.0,
                 timeout: timeout.0,
+                max_reply_bytes: m.ceph_max_reply_bytes.get()?.0 .0,
             },
             ceph_backend,
             collect_interval: interval.0,

@@ -52,6 +52,7 @@ impl Lab {
             name: Some("client.admin".into()),
             keyring: Some(format!("{dir}/client.admin.keyring")),
             timeout: Duration::from_secs(30),
+            max_reply_bytes: ceph_recovery_budget::ceph::DEFAULT_MAX_REPLY_BYTES,
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

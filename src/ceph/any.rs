@@ -179,7 +179,8 @@ async fn librados(cli: &CliSettings) -> Result<(AnyClient, bool, String), Select
         name: cli.name.clone(),
         keyring: cli.keyring.clone(),
         timeout: cli.timeout,
-    });
+    })
+    .with_max_reply_bytes(cli.max_reply_bytes);
     let started = std::time::Instant::now();
     let who = format!(
         "as {} with {}",
@@ -216,6 +217,7 @@ mod tests {
             name: None,
             keyring: None,
             timeout: Duration::from_secs(1),
+            max_reply_bytes: crate::ceph::DEFAULT_MAX_REPLY_BYTES,
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
-use super::{CephCommand, CephError, Client, Output, DEFAULT_MAX_REPLY_BYTES};
+use super::{CephCommand, CephError, Client, Output};
 
 /// How to invoke the `ceph` CLI, as plain data (built from flags and the config file).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub struct CliSettings {
     pub name: Option<String>,
     pub keyring: Option<String>,
     pub timeout: Duration,
+    /// A reply larger than this is refused ([`CephError::TooLarge`]); both backends.
+    pub max_reply_bytes: u64,
 }
 
 /// What is kept of a command's stderr: enough for every error Ceph prints; the rest is read
@@ -52,7 +54,7 @@ impl CliClient {
             program,
             leading_args,
             timeout: settings.timeout,
-            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_reply_bytes: settings.max_reply_bytes,
         }
     }
 
@@ -191,6 +193,7 @@ fn kill_group(pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ceph::DEFAULT_MAX_REPLY_BYTES;
 
     fn client(command: &[&str], timeout: Duration) -> CliClient {
         CliClient::new(&CliSettings {
@@ -199,6 +202,7 @@ mod tests {
             name: None,
             keyring: Some("/k".into()),
             timeout,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         })
     }
 
@@ -237,6 +241,7 @@ mod tests {
             name: None,
             keyring: None,
             timeout: Duration::from_secs(5),
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         });
         let cmd = CephCommand::new(["pg", "ls"]);
         let out = c.run(&cmd).await.expect("runs");
@@ -262,6 +267,7 @@ mod tests {
             name: None,
             keyring: None,
             timeout: Duration::from_millis(300),
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         });
         let started = Instant::now();
         let err = c.run(&CephCommand::new(["status"])).await.unwrap_err();

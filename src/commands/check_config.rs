@@ -121,6 +121,7 @@ mod tests {
                             name: None,
                             keyring: None,
                             timeout: std::time::Duration::from_secs(10),
+                            max_reply_bytes: ceph_recovery_budget::ceph::DEFAULT_MAX_REPLY_BYTES,
                         }
                     )
                 )

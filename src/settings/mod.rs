@@ -28,7 +28,8 @@ use crate::enforcer::policy::{
 use crate::latency::aggregate::Grouping;
 
 pub use values::{
-    parse_levers, HumanDuration, LatencySource, ListenAddress, LogFormat, LogLevel, ServeMode,
+    parse_levers, ByteSize, HumanDuration, LatencySource, ListenAddress, LogFormat, LogLevel,
+    ServeMode,
 };
 
 /// Flags that are not settings of the file: `--config.file` names the file itself.
@@ -98,6 +99,15 @@ declare_settings! {
             default(HumanDuration(Duration::from_secs(10)) => "10s"),
             check: check_ceph_timeout,
             note: "per call; the process group is killed after it",
+        }
+        ceph_max_reply_bytes: ByteSize {
+            flag: "ceph.max-reply-bytes",
+            key: "max_reply_bytes",
+            value_name: "BYTES",
+            help: "The largest reply read from one ceph command; a command answering more is stopped and counted as reason=\"too_large\" (keeps memory bounded when the cluster is at its worst and answers the most)",
+            default(ByteSize(crate::ceph::DEFAULT_MAX_REPLY_BYTES) => "64MiB"),
+            check: check_max_reply_bytes,
+            note: "at least 1MiB; KiB, MiB, GiB or bytes",
         }
         ceph_backend: BackendChoice {
             flag: "ceph.backend",
@@ -456,6 +466,16 @@ fn check_ceph_cmd(cmd: &String) -> Result<(), String> {
 fn check_ceph_timeout(timeout: &HumanDuration) -> Result<(), String> {
     if timeout.0.is_zero() {
         return Err("ceph command timeout must be greater than 0 (default 10s)".into());
+    }
+    Ok(())
+}
+
+fn check_max_reply_bytes(size: &ByteSize) -> Result<(), String> {
+    if size.0 < 1 << 20 {
+        return Err(format!(
+            "{} is too small for a reply of `ceph status` on a large cluster; give at least 1MiB (default 64MiB)",
+            crate::units::fmt_bytes(size.0)
+        ));
     }
     Ok(())
 }

@@ -28,6 +28,48 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// A size in bytes written like `64MiB`, `512KiB`, `1GiB` or a plain number of bytes. Binary
+/// units only: `MB` would leave the reader guessing whether 10^6 or 2^20 is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (number, unit) = t.split_at(digits);
+        let shift = match unit.trim() {
+            "" | "B" => 0,
+            "KiB" => 10,
+            "MiB" => 20,
+            "GiB" => 30,
+            _ => return Err(format!("invalid size {s:?}; expected a number of bytes or a number with KiB, MiB or GiB, like 64MiB")),
+        };
+        number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(1u64 << shift))
+            .map(ByteSize)
+            .ok_or_else(|| format!("invalid size {s:?}; expected a number of bytes or a number with KiB, MiB or GiB, like 64MiB"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(ByteSize(n)),
+            Raw::Text(s) => s.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -175,6 +217,19 @@ pub fn parse_levers(s: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units_and_say_what_is_expected() {
+        let ok = |s: &str| s.parse::<ByteSize>().map(|b| b.0);
+        assert_eq!(ok("64MiB"), Ok(64 << 20));
+        assert_eq!(ok("512 KiB"), Ok(512 << 10));
+        assert_eq!(ok("1GiB"), Ok(1 << 30));
+        assert_eq!(ok("1048576"), Ok(1 << 20));
+        for bad in ["64MB", "lots", "-1", "99999999999GiB", ""] {
+            let e = ok(bad).unwrap_err();
+            assert!(e.contains("expected a number of bytes"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn listen_address_accepts_port_only() {
