@@ -13,11 +13,11 @@
 //! earliest when it received that request, so it cannot expire before `sent + lease_duration`,
 //! and the leader stops at `sent + renew_deadline`: the gap between the two
 //! (`lease_duration - renew_deadline`) is what covers a change still in flight and the skew of
-//! the OSD clock that judges expiry (the OSD's).
+//! the OSD clock that judges expiry (see [`rados`]).
 //!
 //! Layers, so that the logic is tested without a cluster:
 //! - [`LockStore`]: the lock and the state object, as the cluster offers them; [`fake`] is an
-//!   in-memory one with expiry by (tokio's) time;
+//!   in-memory one with expiry by (tokio's) time, `rados` (feature `librados`) the real one;
 //! - [`Elector`]: pure; given each call's outcome and `now`, whether this instance may act
 //!   ([`Elector::is_leader_now`]) and the events to log ([`LeaseEvent`]);
 //! - [`Lease`]: one step of the loop (tick, renew or try, observe) over a store under the
@@ -29,6 +29,8 @@
 //! every [`LeaseEvent::Acquired`].
 
 pub mod fake;
+#[cfg(feature = "librados")]
+pub mod rados;
 
 use std::fmt;
 use std::future::Future;
