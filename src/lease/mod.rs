@@ -13,7 +13,7 @@
 //! earliest when it received that request, so it cannot expire before `sent + lease_duration`,
 //! and the leader stops at `sent + renew_deadline`: the gap between the two
 //! (`lease_duration - renew_deadline`) is what covers a change still in flight and the skew of
-//! the OSD clock that judges expiry (see [`rados`]).
+//! the OSD clock that judges expiry (see `rados`).
 //!
 //! Layers, so that the logic is tested without a cluster:
 //! - [`LockStore`]: the lock and the state object, as the cluster offers them; [`fake`] is an
