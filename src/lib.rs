@@ -12,6 +12,7 @@ pub mod fio;
 pub mod http;
 pub mod http_client;
 pub mod latency;
+pub mod lease;
 pub mod metrics;
 pub mod settings;
 pub mod tuning;

@@ -652,6 +652,14 @@ impl<K: Connector> Session<K> {
         self.connect(deadline, true).await.map(|_| ())
     }
 
+    /// The current connection (connecting first, as a command would), for callers that make
+    /// other librados calls than commands: the lease in `crate::lease::rados`.
+    #[cfg(feature = "librados")]
+    pub(crate) async fn connection(&self) -> Result<Arc<K::Conn>, ConnectError> {
+        self.conn(tokio::time::Instant::now() + self.inner.timeout)
+            .await
+    }
+
     /// The connection, connecting first if there is none and the backoff allows it.
     async fn conn(&self, deadline: tokio::time::Instant) -> Result<Arc<K::Conn>, ConnectError> {
         if let Some(c) = self.current() {
@@ -958,6 +966,8 @@ impl RadosSettings {
 }
 
 #[cfg(feature = "librados")]
+pub(crate) use sys::Handle;
+#[cfg(feature = "librados")]
 pub use sys::RadosClient;
 
 #[cfg(feature = "librados")]
@@ -1124,6 +1134,12 @@ mod sys {
             Ok(handle)
         }
 
+        /// The connected `rados_t`, for the lease's object calls (`crate::lease::rados`). It
+        /// stays valid as long as this Handle is borrowed.
+        pub(crate) fn as_raw(&self) -> *mut c_void {
+            self.raw
+        }
+
         fn command(&self, osd: Option<u32>, json: &str) -> Reply {
             let Ok(cmd) = CString::new(json) else {
                 return Reply::err(EINVAL, "the command contains a NUL byte");
@@ -1274,6 +1290,11 @@ mod sys {
 
         pub fn settings(&self) -> &RadosSettings {
             &self.settings
+        }
+
+        /// The connected handle (connecting first): see [`Session::connection`].
+        pub(crate) async fn connection(&self) -> Result<std::sync::Arc<Handle>, ConnectError> {
+            self.session.connection().await
         }
 
         /// See [`Session::with_max_reply_bytes`].

@@ -1,0 +1,171 @@
+//! An in-memory [`LockStore`] with the semantics of `cls_lock` as the lease uses it: one
+//! exclusive lock whose expiry is set by the store's clock (tokio's, so tests pause it) when it
+//! receives a call, renewable only by the instance holding it, and a state blob whose write
+//! checks the lock in the same step. A partition makes an instance's calls hang, as a lost
+//! network does.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Acquire, Holder, LeaseError, LockStore, Renew};
+
+const OBJECT: &str = "fake/ceph-recovery-budget.lease";
+
+#[derive(Debug, Default)]
+struct Cluster {
+    lock: Option<(Holder, Instant)>,
+    state: Option<Vec<u8>>,
+    writes: u32,
+}
+
+impl Cluster {
+    /// The holder, if its lock has not expired at `now` (expired ones are dropped, as
+    /// `cls_lock` trims them on every read).
+    fn holder(&mut self, now: Instant) -> Option<Holder> {
+        if matches!(&self.lock, Some((_, expiry)) if *expiry <= now) {
+            self.lock = None;
+        }
+        self.lock.as_ref().map(|(h, _)| h.clone())
+    }
+}
+
+/// The shared "cluster"; [`FakeCluster::instance`] makes one client instance of it.
+#[derive(Debug, Clone, Default)]
+pub struct FakeCluster {
+    inner: Arc<Mutex<Cluster>>,
+    clients: Arc<AtomicU32>,
+}
+
+impl FakeCluster {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A new client instance named `name` (its cookie); each gets its own client id.
+    pub fn instance(&self, name: &str) -> FakeLockStore {
+        let id = self.clients.fetch_add(1, Ordering::Relaxed) + 4100;
+        FakeLockStore {
+            cluster: self.clone(),
+            me: Holder {
+                instance: name.to_string(),
+                client: format!("client.{id}"),
+            },
+            partitioned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Cluster) -> T) -> T {
+        // Plain data behind the lock: still usable after a panic elsewhere.
+        f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The holder now, as seen from the cluster.
+    pub fn holder(&self) -> Option<Holder> {
+        self.with(|c| c.holder(Instant::now()))
+    }
+
+    /// How many state writes succeeded.
+    pub fn writes(&self) -> u32 {
+        self.with(|c| c.writes)
+    }
+}
+
+/// One instance's view of a [`FakeCluster`]. Clones share the partition switch.
+#[derive(Debug, Clone)]
+pub struct FakeLockStore {
+    cluster: FakeCluster,
+    me: Holder,
+    partitioned: Arc<AtomicBool>,
+}
+
+impl FakeLockStore {
+    pub fn me(&self) -> &Holder {
+        &self.me
+    }
+
+    /// While partitioned, every call hangs (the caller's timeout ends it).
+    pub fn set_partitioned(&self, partitioned: bool) {
+        self.partitioned.store(partitioned, Ordering::SeqCst);
+    }
+
+    async fn reach(&self) {
+        if self.partitioned.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl LockStore for FakeLockStore {
+    fn instance(&self) -> &str {
+        &self.me.instance
+    }
+
+    fn location(&self) -> String {
+        OBJECT.to_string()
+    }
+
+    async fn try_lock(&self, duration: Duration) -> Result<Acquire, LeaseError> {
+        self.reach().await;
+        let now = Instant::now();
+        Ok(self.cluster.with(|c| match c.holder(now) {
+            Some(h) if h != self.me => Acquire::Held { by: Some(h) },
+            _ => {
+                c.lock = Some((self.me.clone(), now + duration));
+                Acquire::Acquired
+            }
+        }))
+    }
+
+    async fn renew(&self, duration: Duration) -> Result<Renew, LeaseError> {
+        self.reach().await;
+        let now = Instant::now();
+        Ok(self.cluster.with(|c| match c.holder(now) {
+            Some(h) if h == self.me => {
+                c.lock = Some((h, now + duration));
+                Renew::Renewed
+            }
+            other => Renew::Lost { by: other },
+        }))
+    }
+
+    async fn unlock(&self) -> Result<(), LeaseError> {
+        self.reach().await;
+        let now = Instant::now();
+        self.cluster.with(|c| {
+            if c.holder(now).as_ref() == Some(&self.me) {
+                c.lock = None;
+            }
+        });
+        Ok(())
+    }
+
+    async fn holder(&self) -> Result<Option<Holder>, LeaseError> {
+        self.reach().await;
+        Ok(self.cluster.with(|c| c.holder(Instant::now())))
+    }
+
+    async fn write_state(&self, bytes: &[u8]) -> Result<(), LeaseError> {
+        self.reach().await;
+        let now = Instant::now();
+        self.cluster.with(|c| {
+            if c.holder(now).as_ref() != Some(&self.me) {
+                return Err(LeaseError::NotHolder {
+                    op: "writing the enforcer state",
+                    instance: self.me.instance.clone(),
+                    object: OBJECT.to_string(),
+                });
+            }
+            c.state = Some(bytes.to_vec());
+            c.writes += 1;
+            Ok(())
+        })
+    }
+
+    async fn read_state(&self) -> Result<Option<Vec<u8>>, LeaseError> {
+        self.reach().await;
+        Ok(self.cluster.with(|c| c.state.clone()))
+    }
+}
