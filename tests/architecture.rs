@@ -46,12 +46,24 @@ fn is_test_only(module: &str) -> bool {
     last == "tests" || last.ends_with("_tests") || last == "fake_cluster" || last == "test_support"
 }
 
-/// The source without inline `#[cfg(test)] mod tests { ... }` blocks (they may import anything).
-fn without_test_module(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod tests") {
+/// The code that imports: no inline `#[cfg(test)] mod tests { ... }` block (tests may import
+/// anything) and no comments (a doc comment naming another module is not an import). A `//`
+/// right after `:` is a URL in a string, not a comment.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
         Some(i) => &text[..i],
         None => text,
-    }
+    };
+    text.lines()
+        .map(|line| {
+            let cut = line
+                .match_indices("//")
+                .find(|(i, _)| *i == 0 || line.as_bytes()[i - 1] != b':')
+                .map_or(line.len(), |(i, _)| i);
+            &line[..cut]
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Every `crate::a::b`, `super::x`, `self::y` path in `text`, and the items of brace imports
@@ -137,7 +149,7 @@ fn no_module_imports_one_that_imports_it_back() {
             continue;
         }
         let text = std::fs::read_to_string(file).expect("read module");
-        for path in paths(without_test_module(&text)) {
+        for path in paths(&code(&text)) {
             let Some(target) = resolve(module, &path, &modules) else {
                 continue;
             };
@@ -183,6 +195,12 @@ fn no_module_imports_one_that_imports_it_back() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+#[test]
+fn comments_are_not_imports() {
+    let text = "/// see crate::lease\nlet u = \"http://h/x\"; // crate::tuning\nuse crate::units;";
+    assert_eq!(paths(&code(text)), vec!["crate::units"]);
 }
 
 #[test]
