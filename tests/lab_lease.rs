@@ -43,21 +43,14 @@ impl Lab {
             lab_enabled(),
             "set CRB_LAB=1 with the lab running (scripts/test does both)"
         );
-        let env = lab_env();
-        let get = |k: &str| {
-            env.iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| panic!("scripts/ceph-lab env has no {k}"))
-        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
         Lab {
-            conf: get("CEPH_CONF"),
-            dir: get("CEPH_LAB_DIR"),
+            conf: lab_env_var("CEPH_CONF"),
+            dir: lab_env_var("CEPH_LAB_DIR"),
             rt,
         }
     }

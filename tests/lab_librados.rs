@@ -38,17 +38,10 @@ impl Lab {
             lab_enabled(),
             "set CRB_LAB=1 with the lab running (scripts/test does both)"
         );
-        let env = lab_env();
-        let get = |k: &str| {
-            env.iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| panic!("scripts/ceph-lab env has no {k}"))
-        };
-        let dir = get("CEPH_LAB_DIR");
+        let dir = lab_env_var("CEPH_LAB_DIR");
         let settings = CliSettings {
             command: vec!["ceph".into()],
-            conf: Some(get("CEPH_CONF")),
+            conf: Some(lab_env_var("CEPH_CONF")),
             name: Some("client.admin".into()),
             keyring: Some(format!("{dir}/client.admin.keyring")),
             timeout: Duration::from_secs(30),
@@ -413,11 +406,7 @@ fn serve_runs_on_librados_and_says_so() {
 fn a_user_without_write_caps_is_told_permission_denied_by_both_backends() {
     use ceph_recovery_budget::ceph::ops;
     let lab = Lab::new();
-    let dir = lab_env()
-        .into_iter()
-        .find(|(k, _)| k == "CEPH_LAB_DIR")
-        .map(|(_, v)| v)
-        .expect("CEPH_LAB_DIR");
+    let dir = lab_env_var("CEPH_LAB_DIR");
     let keyring = format!("{dir}/client.crb-readonly.keyring");
     let made = std::process::Command::new("ceph")
         .args(["--conf", lab.settings.conf.as_deref().expect("conf")])

@@ -378,20 +378,7 @@ fn unpause_outcome(ctx: &Ctx<'_>, state: EnforcerState, outcome: &Outcome) -> Af
         slice_line(&mut after, DecisionEvent::Unpause, rec, false, share);
         return after;
     }
-    let mut errors = Vec::new();
-    match outcome {
-        Outcome::Flags { unset, .. } => {
-            for (f, r) in unset {
-                match r {
-                    Ok(()) => {
-                        after.next.flags_set.remove(f);
-                    }
-                    Err(e) => errors.push(format!("ceph osd unset {f}: {e}")),
-                }
-            }
-        }
-        _ => errors.push(MISMATCH.to_string()),
-    }
+    let errors = forget_unset(&mut after.next, outcome);
     let (event, rec) = if errors.is_empty() {
         let why = if after.next.ladder.pause.is_some() {
             format!(
@@ -438,20 +425,7 @@ fn release_outcome(
     outcome: &Outcome,
 ) -> AfterEffect {
     let mut after = AfterEffect::new(state);
-    let mut failed = Vec::new();
-    match outcome {
-        Outcome::Flags { unset, .. } => {
-            for (f, r) in unset {
-                match r {
-                    Ok(()) => {
-                        after.next.flags_set.remove(f);
-                    }
-                    Err(e) => failed.push(format!("ceph osd unset {f}: {e}")),
-                }
-            }
-        }
-        _ => failed.push(MISMATCH.to_string()),
-    }
+    let failed = forget_unset(&mut after.next, outcome);
     after.lines.push(if failed.is_empty() {
         LogLine::Info(format!("{when}: unset {} (set by the enforcer's pause rung); recovery is not paused by the enforcer", flags.join(", ")))
     } else {
@@ -563,4 +537,22 @@ fn apply_result(
         });
     }
     state
+}
+
+/// Drops each flag the `osd unset` of `outcome` did unset from what the enforcer holds; the
+/// failures, one line each (a flag not unset stays the enforcer's, to be tried again).
+fn forget_unset(next: &mut EnforcerState, outcome: &Outcome) -> Vec<String> {
+    let Outcome::Flags { unset, .. } = outcome else {
+        return vec![MISMATCH.to_string()];
+    };
+    let mut failed = Vec::new();
+    for (f, r) in unset {
+        match r {
+            Ok(()) => {
+                next.flags_set.remove(f);
+            }
+            Err(e) => failed.push(format!("ceph osd unset {f}: {e}")),
+        }
+    }
+    failed
 }

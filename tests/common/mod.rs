@@ -50,6 +50,15 @@ pub fn lab_env() -> Vec<(String, String)> {
         .collect()
 }
 
+/// One variable of `scripts/ceph-lab env` (CEPH_CONF, CEPH_LAB_DIR...).
+pub fn lab_env_var(name: &str) -> String {
+    lab_env()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("scripts/ceph-lab env has no {name}"))
+}
+
 /// `ceph ARGS --format json` against the lab, parsed.
 pub fn ceph_json(args: &[&str]) -> serde_json::Value {
     let out = Command::new("ceph")
