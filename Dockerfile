@@ -25,6 +25,8 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The runbook: built into the binary, served at /docs/runbook.md for the landing page's links.
+COPY docs/runbook.md ./docs/runbook.md
 # Cargo.toml declares a bench target: cargo wants its file even for a plain build.
 COPY benches ./benches
 RUN cargo build --release --locked --features librados --bin ceph-recovery-budget \

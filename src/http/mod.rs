@@ -1,6 +1,7 @@
 //! HTTP routes. Handlers only read the last published snapshot and the enforcer's view; none
 //! waits on Ceph.
 
+pub mod landing;
 pub mod report;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(landing))
+        .route(&format!("/{}", landing::RUNBOOK), get(runbook))
         .route(&state.telemetry_path.clone(), get(metrics_handler))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
@@ -99,53 +101,39 @@ async fn status(State(state): State<AppState>) -> Json<StatusReport> {
     Json(report(&state))
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
+/// The landing page: the pure builder is in [`landing`]; this only gathers what it shows.
 async fn landing(State(state): State<AppState>) -> Html<String> {
     let snapshot = state.snapshots.borrow().clone();
     let now = Instant::now();
-    let rep = report(&state);
-    let mut rows = String::new();
-    for h in &snapshot.collectors {
-        let up = snapshot.collector_up(h, now);
-        let age = snapshot
-            .data_at(h.name)
-            .map(|at| {
-                format!(
-                    "{:.0} s ago",
-                    now.saturating_duration_since(at).as_secs_f64()
-                )
-            })
-            .unwrap_or_else(|| "never".to_string());
-        rows.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            h.name.as_str(),
-            if up { "up" } else { "<b>down</b>" },
-            age,
-            escape(h.last_error.as_deref().unwrap_or(""))
-        ));
-    }
-    let summary: String = rep
-        .lines()
+    let view = state
+        .enforcer
+        .as_ref()
+        .and_then(|e| e.lock().ok().map(|v| v.clone()));
+    let rep = StatusReport::build(&snapshot, view.clone(), now);
+    let collectors = snapshot
+        .collectors
         .iter()
-        .map(|l| format!("{}\n", escape(l)))
+        .map(|h| landing::CollectorRow {
+            name: h.name.as_str().to_string(),
+            up: snapshot.collector_up(h, now),
+            age: snapshot
+                .data_at(h.name)
+                .map(|at| now.saturating_duration_since(at)),
+            last_error: h.last_error.clone(),
+        })
         .collect();
-    let path = escape(&state.telemetry_path);
-    Html(format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ceph-recovery-budget</title></head><body>\n\
-         <h1>ceph-recovery-budget {version}</h1>\n\
-         <p><a href=\"{path}\">Metrics</a> · <a href=\"/decisions\">Decisions (JSON)</a> · <a href=\"/api/status\">Status (JSON)</a> · \
-         <a href=\"/-/healthy\">/-/healthy</a> · <a href=\"/-/ready\">/-/ready</a></p>\n\
-         <h2>Now</h2>\n<pre>{summary}</pre>\n\
-         <h2>Collectors</h2>\n<table border=\"1\" cellpadding=\"4\"><tr><th>collector</th><th>state</th><th>data from</th><th>last error</th></tr>\n{rows}</table>\n\
-         <p>Collection cycle {cycle}, every {interval:?}.</p>\n</body></html>\n",
-        version = env!("CARGO_PKG_VERSION"),
-        cycle = snapshot.cycle,
-        interval = snapshot.interval,
-    ))
+    Html(landing::render(&landing::Page {
+        version: rep.version.clone(),
+        telemetry_path: state.telemetry_path.clone(),
+        lines: rep.lines(),
+        situations: landing::situations(view.as_ref(), &rep.collectors_down),
+        collectors,
+        cycle: snapshot.cycle,
+        interval: snapshot.interval,
+    }))
+}
+
+/// The runbook the landing page and the alerts link to, served here so the links work air-gapped.
+async fn runbook() -> Html<String> {
+    Html(landing::runbook_html())
 }
