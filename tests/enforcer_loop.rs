@@ -324,6 +324,29 @@ async fn observe_mode_changes_nothing_but_says_what_it_would_do() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// What `status` and the landing page read: in observe mode the simulated change is reported as
+/// what the enforcer would have set, never as "set by the enforcer".
+#[tokio::test(start_paused = true)]
+async fn observe_mode_status_says_would_have_set_not_set_by_the_enforcer() {
+    let file = temp_state("observe-status");
+    let mut rig = Rig::new(Mode::Observe, &file, EnforcerState::default());
+    rig.play(ClusterState::Undersized, true, 2).await;
+    let view = rig.enforcer.shared().lock().unwrap().clone();
+    assert!(!view.applied.is_empty(), "{:?}", view.applied);
+    let report = ceph_recovery_budget::http::report::StatusReport {
+        enforcer: Some(serde_json::to_value(&view).unwrap()),
+        ..Default::default()
+    };
+    let text = report.lines().join("\n");
+    assert!(
+        text.contains("observe mode, would have set: osd_mclock_profile=high_recovery_ops"),
+        "{text}"
+    );
+    assert!(!text.contains("set by the enforcer"), "{text}");
+    assert!(rig.commands().is_empty(), "{:?}", rig.commands());
+    let _ = std::fs::remove_file(&file);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_config_set_is_retried_with_backoff_and_counted() {
     let file = temp_state("fail");

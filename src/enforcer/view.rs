@@ -132,6 +132,8 @@ impl EnforcerView {
             .as_ref()
             .map(|a| a.values.clone())
             .unwrap_or_default();
+        // Observe mode only simulates: status must never say "set by the enforcer" for it.
+        self.applied_simulated = state.applied.as_ref().is_some_and(|a| a.simulated);
         self.original = state.original.clone();
         self.ladder_rung = state.ladder.rung;
         self.ladder_top = state.ladder.top;
