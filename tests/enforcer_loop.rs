@@ -7,7 +7,7 @@ use std::time::Duration;
 use ceph_recovery_budget::ceph::fake::{FakeClient, Reply};
 use ceph_recovery_budget::collect::{commands, CollectSettings, Collector};
 use ceph_recovery_budget::enforcer::actor::FakeActor;
-use ceph_recovery_budget::enforcer::policy::{BaselineSpec, Mode, Policy};
+use ceph_recovery_budget::enforcer::policy::{BaselineSpec, Mode, OnExit, Policy};
 use ceph_recovery_budget::enforcer::state::Phase;
 use ceph_recovery_budget::enforcer::{Enforcer, EnforcerState, LogStyle, TokioClock};
 
@@ -396,10 +396,13 @@ async fn the_run_loop_holds_when_snapshots_stop_arriving() {
     }
     stop_tx.send(true).unwrap();
     task.await.unwrap();
-    // It acted once on fresh data (suspend), then held.
+    // It acted once on fresh data (suspend), then held; the exit handed the profile back.
     assert_eq!(
         actor.commands(),
-        ["config set osd osd_mclock_profile high_recovery_ops"]
+        [
+            "config set osd osd_mclock_profile high_recovery_ops",
+            "config set osd osd_mclock_profile balanced"
+        ]
     );
     let _ = std::fs::remove_file(&file);
 }
@@ -745,4 +748,303 @@ async fn an_osd_on_another_release_skips_the_iops_limit_in_the_loop() {
         }
         let _ = std::fs::remove_file(&file);
     }
+}
+
+// ---- Clean exit (SIGTERM, SIGINT): what `--enforcer.on-exit` hands back, within the deadline.
+
+/// The commands the actor ran from the `from`-th on.
+fn commands_since(rig: &Rig, from: usize) -> Vec<String> {
+    rig.commands().into_iter().skip(from).collect()
+}
+
+fn saved(file: &str) -> EnforcerState {
+    EnforcerState::load(std::path::Path::new(file)).unwrap()
+}
+
+/// Rung 2 under mClock (one recovery limit, 300 IOPS), no pause rung.
+fn rung2_policy(file: &str) -> Policy {
+    let mut p = pause_policy(file);
+    p.ladder.recovery_limits = vec![300];
+    p.ladder.max_rung = 2;
+    p
+}
+
+/// Slow writes during a rebalance until the enforcer holds rung 2.
+async fn up_to_rung2(rig: &mut Rig) {
+    for _ in 0..16 {
+        if rig.enforcer.state().ladder.rung >= 2 {
+            return;
+        }
+        rig.play(ClusterState::Rebalance, true, 1).await;
+    }
+    panic!("no rung 2: {:?}", rig.commands());
+}
+
+#[tokio::test(start_paused = true)]
+async fn sigterm_during_a_throttle_restores_the_operators_profile() {
+    let file = temp_state("exit-throttle");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    // SIGTERM as `serve` delivers it: the run loop's shutdown channel fires.
+    let actor = rig.cluster.actor.clone();
+    let shared = rig.enforcer.shared();
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(rig.enforcer.run(snap_rx, stop_rx));
+    tokio::task::yield_now().await;
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    assert_eq!(
+        actor.commands(),
+        [
+            "config set osd osd_mclock_profile high_client_ops",
+            "config set osd osd_mclock_profile balanced"
+        ]
+    );
+    // The state file says so: nothing left to restore at the next start.
+    let s = saved(&file);
+    assert!(s.original.is_empty() && s.applied.is_none(), "{s:?}");
+    let v = shared.lock().unwrap();
+    let last = v.decisions.back().unwrap();
+    assert_eq!(last.event, "RESTORE");
+    assert!(
+        last.message.starts_with(
+            "SHUTDOWN: restored osd_mclock_profile balanced (was high_client_ops, set by the enforcer)"
+        ),
+        "{}",
+        last.message
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sigterm_at_rung_2_takes_the_limit_back_before_the_profile() {
+    let file = temp_state("exit-rung2");
+    let mut rig = Rig::with_policy(
+        rung2_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    up_to_rung2(&mut rig).await;
+    let from = rig.commands().len();
+    rig.enforcer.shut_down().await;
+    assert_eq!(
+        commands_since(&rig, from),
+        [
+            "tell osd.* config unset osd_mclock_scheduler_background_recovery_lim",
+            "tell osd.* config unset osd_mclock_scheduler_background_recovery_res",
+            "config rm osd osd_mclock_scheduler_background_recovery_lim",
+            "config rm osd osd_mclock_scheduler_background_recovery_res",
+            "config set osd osd_mclock_profile balanced",
+        ]
+    );
+    let s = saved(&file);
+    assert!(s.original.is_empty() && s.applied.is_none(), "{s:?}");
+    let db = rig.cluster.actor.db.lock().unwrap().clone();
+    assert_eq!(
+        db.get("osd_mclock_profile").map(String::as_str),
+        Some("balanced")
+    );
+    assert!(
+        !db.contains_key("osd_mclock_scheduler_background_recovery_lim"),
+        "{db:?}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sigterm_during_a_pause_slice_unsets_the_flags_first() {
+    let file = temp_state("exit-pause");
+    let mut rig = Rig::with_policy(
+        pause_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    for _ in 0..24 {
+        if !rig.enforcer.state().flags_set.is_empty() {
+            break;
+        }
+        rig.play(ClusterState::Rebalance, true, 1).await;
+    }
+    assert!(!rig.enforcer.state().flags_set.is_empty(), "paused now");
+    rig.cluster.actor.flag_by_hand("noout", true);
+    let from = rig.commands().len();
+    rig.enforcer.shut_down().await;
+    let cmds = commands_since(&rig, from);
+    assert_eq!(
+        cmds[..2],
+        ["osd unset nobackfill", "osd unset norecover"],
+        "{cmds:?}"
+    );
+    assert_eq!(
+        cmds.last().map(String::as_str),
+        Some("config set osd osd_mclock_profile balanced"),
+        "{cmds:?}"
+    );
+    let now = rig.cluster.actor.flags_now();
+    assert!(
+        now.contains("noout") && now.len() == 1,
+        "someone else's flag stays: {now:?}"
+    );
+    let s = saved(&file);
+    assert!(s.flags_set.is_empty() && s.original.is_empty(), "{s:?}");
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_throttle_keeps_the_profile_and_hands_back_the_rest() {
+    let file = temp_state("exit-keep");
+    let mut p = rung2_policy(&file);
+    p.on_exit = OnExit::KeepThrottle;
+    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    up_to_rung2(&mut rig).await;
+    let from = rig.commands().len();
+    rig.enforcer.shut_down().await;
+    // Rung 2 goes (its limit, and the `custom` profile back to the rung-1 throttle).
+    assert_eq!(
+        commands_since(&rig, from),
+        [
+            "tell osd.* config unset osd_mclock_scheduler_background_recovery_lim",
+            "tell osd.* config unset osd_mclock_scheduler_background_recovery_res",
+            "config rm osd osd_mclock_scheduler_background_recovery_lim",
+            "config rm osd osd_mclock_scheduler_background_recovery_res",
+            "config set osd osd_mclock_profile high_client_ops",
+        ]
+    );
+    // The throttle stays, and the state file still knows the operator's profile.
+    let s = saved(&file);
+    assert_eq!(
+        s.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    assert_eq!(s.ladder.rung, 1);
+    // The next start restores it when recovery has ended.
+    let db = rig.cluster.actor.db.clone();
+    drop(rig);
+    let mut rig = Rig::new_at(Mode::Enforce, &file, s, 1.8e9 + 600.0);
+    *rig.cluster.actor.db.lock().unwrap() = db.lock().unwrap().clone();
+    rig.play(ClusterState::Healthy, false, 6).await;
+    assert!(
+        rig.commands()
+            .contains(&"config set osd osd_mclock_profile balanced".to_string()),
+        "{:?}",
+        rig.commands()
+    );
+    assert!(saved(&file).original.is_empty());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_changed_by_hand_is_not_touched_at_exit() {
+    let file = temp_state("exit-hand");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(rig.enforcer.state().phase, Phase::Throttled);
+    // Between two cycles the operator takes over; the exit reads the config afresh.
+    rig.cluster
+        .actor
+        .set_by_hand("osd_mclock_profile", "high_recovery_ops");
+    let from = rig.commands().len();
+    rig.enforcer.shut_down().await;
+    assert!(
+        commands_since(&rig, from).is_empty(),
+        "{:?}",
+        rig.commands()
+    );
+    let db = rig.cluster.actor.db.lock().unwrap().clone();
+    assert_eq!(
+        db.get("osd_mclock_profile").map(String::as_str),
+        Some("high_recovery_ops")
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_config_set_at_exit_is_reported_with_the_command_to_run() {
+    let file = temp_state("exit-fail");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    rig.cluster
+        .actor
+        .fail_next
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    rig.enforcer.shut_down().await;
+    assert!(started.elapsed() <= Duration::from_secs(20));
+    let shared = rig.enforcer.shared();
+    let v = shared.lock().unwrap();
+    let last = v.decisions.back().unwrap();
+    assert_eq!(last.event, "ACTION_FAILED");
+    assert!(
+        last.message
+            .contains("Run by hand: ceph config set osd osd_mclock_profile balanced"),
+        "{}",
+        last.message
+    );
+    // Still the enforcer's to restore at the next start.
+    let s = saved(&file);
+    assert_eq!(
+        s.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_mon_at_exit_does_not_hold_the_process_past_the_deadline() {
+    let file = temp_state("exit-stall");
+    let mut rig = Rig::with_policy(
+        rung2_policy(&file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    up_to_rung2(&mut rig).await;
+    rig.cluster
+        .actor
+        .stall_next
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    rig.enforcer.shut_down().await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(20) && took <= Duration::from_secs(21),
+        "{took:?}"
+    );
+    // The profile step never ran; the state file keeps every original for the next start.
+    let s = saved(&file);
+    assert_eq!(
+        s.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    assert!(
+        !rig.commands()
+            .iter()
+            .any(|c| c.ends_with("osd_mclock_profile balanced")),
+        "{:?}",
+        rig.commands()
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_mode_changes_nothing_at_exit() {
+    let file = temp_state("exit-observe");
+    let mut rig = Rig::new(Mode::Observe, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    assert!(
+        rig.enforcer.state().applied.is_some(),
+        "a simulated throttle"
+    );
+    rig.enforcer.shut_down().await;
+    assert!(rig.commands().is_empty(), "{:?}", rig.commands());
+    let _ = std::fs::remove_file(&file);
 }

@@ -94,6 +94,9 @@ pub struct FakeActor {
     pub commands: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// Fail the next N set/rm calls.
     pub fail_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// The next N set/rm calls never answer (a mon that hangs; tokio's clock, so a paused
+    /// test clock skips the wait).
+    pub stall_next: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// Make the next N set calls take effect and still report a failure (a timed-out CLI).
     pub apply_then_fail: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// The OSD map's flags.
@@ -141,6 +144,16 @@ impl FakeActor {
             db.insert(key.into(), value.into());
         }
     }
+    async fn maybe_stall(&self) {
+        use std::sync::atomic::Ordering;
+        if self
+            .stall_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            tokio::time::sleep(std::time::Duration::from_secs(24 * 3600)).await;
+        }
+    }
     fn should_fail(&self) -> bool {
         use std::sync::atomic::Ordering;
         self.fail_next
@@ -153,6 +166,7 @@ impl Actor for FakeActor {
     async fn set(&self, key: &str, value: &str) -> Result<(), OpsError> {
         let what = format!("config set osd {key} {value}");
         self.log(what.clone());
+        self.maybe_stall().await;
         if self.should_fail() {
             return Err(injected(&what));
         }
@@ -174,6 +188,7 @@ impl Actor for FakeActor {
     async fn rm(&self, key: &str) -> Result<(), OpsError> {
         let what = format!("config rm osd {key}");
         self.log(what.clone());
+        self.maybe_stall().await;
         if self.should_fail() {
             return Err(injected(&what));
         }

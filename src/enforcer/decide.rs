@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 use super::ctx::Ctx;
 pub use super::effect::Decision;
-use super::effect::{Action, Change, Effect, Planned, Want};
+use super::effect::{Action, Change, Effect, LogLine, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::flags;
 pub use super::ladder::MCLOCK_PROFILE_KEY;
 use super::ladder::{self, changes_to, same_setting, throttle_values};
 use super::observation::{Observation, OpQueue};
 use super::pause::foreign_flags;
-use super::policy::{Policy, SuspendWhen};
+use super::policy::{Mode, OnExit, Policy, SuspendWhen};
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Time};
 use crate::units::{fmt_ms, fmt_secs};
 
@@ -90,6 +90,43 @@ fn at_risk(policy: &Policy, obs: &Observation) -> Option<String> {
     }
 }
 
+/// What a person changed of what the enforcer set (neither its value nor the operator's
+/// original), one "KEY is X (we set Y, the original was Z)" each; empty when nothing was, or
+/// the configured values are not known.
+fn hand_changed(state: &EnforcerState, obs: &Observation) -> Vec<String> {
+    let Some(applied) = &state.applied else {
+        return Vec::new();
+    };
+    if applied.simulated || !obs.configured_known {
+        return Vec::new();
+    }
+    applied
+        .values
+        .iter()
+        .filter(|(k, ours)| {
+            let now_v = obs.configured.get(*k).cloned().flatten();
+            !same_setting(&now_v, &Some((*ours).clone()))
+                && !same_setting(&now_v, &state.original.get(*k).cloned().flatten())
+        })
+        .map(|(k, ours)| {
+            format!(
+                "{k} is {} (we set {ours}, the original was {})",
+                obs.configured
+                    .get(k)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "(unset)".into()),
+                state
+                    .original
+                    .get(k)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "(unset)".into())
+            )
+        })
+        .collect()
+}
+
 fn changes_back(state: &EnforcerState, obs: &Observation) -> Vec<Change> {
     let applied = state.applied.as_ref();
     state
@@ -155,6 +192,150 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
 pub fn at_start(mut state: EnforcerState) -> EnforcerState {
     state.ladder.below_since = None;
     state
+}
+
+/// What a clean exit (SIGTERM, SIGINT) hands back, in the order to run it: the pause flags the
+/// enforcer set (`flags::release`), then the rung-2 recovery limits (their pushed values
+/// unset, the operator's values back), then with `--enforcer.on-exit restore` the profile and
+/// every other key the enforcer changed, back to the same originals the end-of-recovery
+/// RESTORE uses. `keep-throttle` keeps the rung-1 throttle (or the suspend profile): the state
+/// file keeps its originals, so the next start restores them when recovery ends. A key changed
+/// by hand (OVERRIDE, now or earlier) means nothing of the config is touched, as during a
+/// recovery. Observe mode changes nothing. Each effect goes through `apply_outcome`, so the
+/// state file records what was handed back.
+pub fn on_exit(
+    policy: &Policy,
+    obs: &Observation,
+    state: &EnforcerState,
+    now: Time,
+) -> (Decision, Vec<LogLine>) {
+    const WHEN: &str = "SHUTDOWN";
+    let (mut decision, mut lines) = flags::release(policy, state, WHEN, now);
+    let Some(applied) = state.applied.as_ref().filter(|a| !a.simulated) else {
+        return (decision, lines);
+    };
+    if policy.mode != Mode::Enforce || state.original.is_empty() {
+        return (decision, lines);
+    }
+    let by_hand = hand_changed(state, obs);
+    if state.overridden || !by_hand.is_empty() {
+        let what = if by_hand.is_empty() {
+            "someone changed what the enforcer set by hand during this recovery".to_string()
+        } else {
+            format!(
+                "someone changed what the enforcer set by hand: {}",
+                by_hand.join("; ")
+            )
+        };
+        lines.push(LogLine::Warn(format!(
+            "{WHEN}: {what}; as during a recovery (OVERRIDE) the enforcer touches none of the settings: the hand-set values stay"
+        )));
+        return (decision, lines);
+    }
+    // Already as the operator had them (a fresh read says so): no command needed.
+    let needed = |c: &Change| !(obs.configured_known && same_setting(&c.from, &c.to));
+    let (rung2, rest): (Vec<Change>, Vec<Change>) = changes_back(state, obs)
+        .into_iter()
+        .filter(|c| needed(c))
+        .partition(|c| ladder::rung2_keys().contains(&c.key.as_str()));
+    let step = |kind, changes, reason: String| Planned {
+        effect: Effect::Config(Action {
+            kind,
+            changes,
+            reason,
+            push: Vec::new(),
+            rung: Some((1, 0)),
+            lifecycle: Some(WHEN),
+        }),
+        persist_first: None,
+    };
+    match policy.on_exit {
+        OnExit::Restore => {
+            let why = "--enforcer.on-exit restore: a stopped enforcer watches neither p99 nor redundancy, so it leaves nothing throttled".to_string();
+            // The last step is the RESTORE that forgets the originals; a step before it keeps
+            // them (a DESCEND), so that if it fails the next start still restores everything.
+            match (rung2.is_empty(), rest.is_empty()) {
+                // Nothing differs from the operator's: forget the episode as RESTORE would.
+                (true, true) => decision.effects.push(step(
+                    ActionKind::Restore,
+                    Vec::new(),
+                    "--enforcer.on-exit restore: every setting is already the operator's"
+                        .to_string(),
+                )),
+                (false, true) => decision.effects.push(step(ActionKind::Restore, rung2, why)),
+                (true, false) => decision.effects.push(step(ActionKind::Restore, rest, why)),
+                (false, false) => {
+                    decision.effects.push(step(
+                        ActionKind::Descend,
+                        rung2,
+                        format!("{why}; recovery limits first, the profile next"),
+                    ));
+                    decision.effects.push(step(ActionKind::Restore, rest, why));
+                }
+            }
+        }
+        OnExit::KeepThrottle => {
+            let held = applied
+                .values
+                .keys()
+                .filter(|k| !ladder::rung2_keys().contains(&k.as_str()))
+                .cloned()
+                .collect::<Vec<_>>();
+            let mut changes = rung2;
+            if !changes.is_empty() && applied.kind == ActionKind::Throttle {
+                // Rung 2 under mClock runs the `custom` profile: back to the rung-1 profile.
+                let rung1 = ladder::throttle_values(policy, obs).unwrap_or_else(|| {
+                    if applied.values.contains_key(MCLOCK_PROFILE_KEY) {
+                        BTreeMap::from([(
+                            MCLOCK_PROFILE_KEY.to_string(),
+                            policy.throttle_profile.clone(),
+                        )])
+                    } else {
+                        policy.wpq_levers.clone()
+                    }
+                });
+                changes.extend(
+                    changes_to(&rung1, obs)
+                        .into_iter()
+                        .filter(|c| !same_setting(&c.from, &c.to)),
+                );
+            }
+            let keeps: Vec<String> = held
+                .iter()
+                .map(|k| {
+                    let v = changes
+                        .iter()
+                        .find(|c| &c.key == k)
+                        .and_then(|c| c.to.clone())
+                        .or_else(|| applied.values.get(k).cloned())
+                        .unwrap_or_default();
+                    let orig = state
+                        .original
+                        .get(k)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "(unset)".into());
+                    format!("{k} {v} (the operator's: {orig})")
+                })
+                .collect();
+            if !changes.is_empty() {
+                decision.effects.push(step(
+                    ActionKind::Descend,
+                    changes,
+                    "--enforcer.on-exit keep-throttle: recovery limits back, the rung-1 throttle stays".to_string(),
+                ));
+            }
+            lines.push(LogLine::Warn(format!(
+                "{WHEN}: --enforcer.on-exit keep-throttle: keeping {} as the enforcer set it ({}); the state file keeps the operator's originals and the next start restores them when recovery ends. Nobody watches p99 or redundancy until then: restore by hand if no enforcer starts again",
+                if keeps.is_empty() { "nothing".to_string() } else { keeps.join(", ") },
+                match applied.kind {
+                    ActionKind::Suspend => "the suspend profile: redundancy was at risk",
+                    _ => "the rung-1 throttle",
+                }
+            )));
+        }
+    }
+    (decision, lines)
 }
 
 /// What the policy wants of the config, before the pause flags are worked out from `next`.
@@ -294,42 +475,16 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
     next.recovery_active = recovering;
 
     // 6. A person changed what we set: hands off until the recovery ends.
-    if let Some(applied) = &state.applied {
-        if !applied.simulated && obs.configured_known && !state.overridden {
-            let changed: Vec<String> = applied
-                .values
-                .iter()
-                .filter(|(k, ours)| {
-                    let now_v = obs.configured.get(*k).cloned().flatten();
-                    !same_setting(&now_v, &Some((*ours).clone()))
-                        && !same_setting(&now_v, &state.original.get(*k).cloned().flatten())
-                })
-                .map(|(k, ours)| {
-                    format!(
-                        "{k} is {} (we set {ours}, the original was {})",
-                        obs.configured
-                            .get(k)
-                            .cloned()
-                            .flatten()
-                            .unwrap_or_else(|| "(unset)".into()),
-                        state
-                            .original
-                            .get(k)
-                            .cloned()
-                            .flatten()
-                            .unwrap_or_else(|| "(unset)".into())
-                    )
-                })
-                .collect();
-            if !changed.is_empty() {
-                notes.push(ctx.record(DecisionEvent::Override,
-                    format!(
-                        "OVERRIDE: someone changed the setting by hand: {}; the enforcer stops acting until this recovery ends and will not restore anything",
-                        changed.join("; ")
-                    ),
-                ));
-                next.overridden = true;
-            }
+    if !state.overridden {
+        let changed = hand_changed(state, obs);
+        if !changed.is_empty() {
+            notes.push(ctx.record(DecisionEvent::Override,
+                format!(
+                    "OVERRIDE: someone changed the setting by hand: {}; the enforcer stops acting until this recovery ends and will not restore anything",
+                    changed.join("; ")
+                ),
+            ));
+            next.overridden = true;
         }
     }
     if next.overridden {
@@ -581,6 +736,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             reason: reason.clone(),
             push: push.clone(),
             rung,
+            lifecycle: None,
         };
         let changes: Vec<Change> = changes
             .into_iter()

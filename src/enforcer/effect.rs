@@ -21,17 +21,45 @@ pub struct Action {
     pub push: Vec<(String, String)>,
     /// Where the ladder stands (rung, step) once the action is carried out.
     pub rung: Option<(u8, usize)>,
+    /// `Some("SHUTDOWN")`: handing back at exit, said as such (and never retried).
+    pub lifecycle: Option<&'static str>,
 }
 
 impl Action {
     pub fn describe(&self) -> String {
-        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
-        format!(
-            "{} {}: {}",
-            self.kind.as_str(),
-            changes.join(", "),
-            self.reason
-        )
+        let Some(when) = self.lifecycle else {
+            let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+            return format!(
+                "{} {}: {}",
+                self.kind.as_str(),
+                changes.join(", "),
+                self.reason
+            );
+        };
+        if self.changes.is_empty() {
+            return format!("{when}: {}", self.reason);
+        }
+        format!("{when}: {}; {}", self.handed_back(), self.reason)
+    }
+
+    /// "restored osd_mclock_profile balanced (was high_client_ops, set by the enforcer)", for
+    /// each change, in words an on-call engineer reads without the code.
+    pub fn handed_back(&self) -> String {
+        let each: Vec<String> = self
+            .changes
+            .iter()
+            .map(|c| {
+                let was = c.from.as_deref().unwrap_or("(unset)");
+                match &c.to {
+                    Some(v) => format!("restored {} {v} (was {was}, set by the enforcer)", c.key),
+                    None => format!(
+                        "removed {} (the operator had it unset; was {was}, set by the enforcer)",
+                        c.key
+                    ),
+                }
+            })
+            .collect();
+        each.join(", ")
     }
 }
 

@@ -3,7 +3,8 @@
 //! next state) -> act (each effect through the Actor, its result through the pure
 //! `apply_outcome`). The enforcer's state changes only in pure functions: `decide` and its
 //! siblings of the same shape (`flags::end_slice` for a pause slice ending between cycles,
-//! `flags::release` at START and SHUTDOWN, `baseline::learn`, `decide::at_start`), and
+//! `flags::release` at START, `decide::on_exit` at SHUTDOWN, `baseline::learn`,
+//! `decide::at_start`), and
 //! `apply_outcome` (with `outcome::remember_first` for what must be on disk before an effect).
 //! The loop itself only reads, runs effects, logs and writes the state file.
 //!
@@ -49,7 +50,7 @@ use effect::{LogLine, ReadBack};
 pub use event::{DecisionEvent, DecisionRecord};
 pub use observation::Observation;
 pub use outcome::{apply_outcome, AfterEffect};
-pub use policy::{BaselineSpec, Mode, Policy};
+pub use policy::{BaselineSpec, Mode, OnExit, Policy};
 pub use state::{EnforcerState, Time};
 pub use view::EnforcerView;
 
@@ -379,8 +380,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     }
 
     /// Runs one effect (nothing in observe mode, nothing when what it needs on disk could not
-    /// be written) and takes in its result through `apply_outcome`.
-    async fn execute(&mut self, planned: Planned, obs: &Observation, now: Time) {
+    /// be written) and takes in its result through `apply_outcome`. True when it failed.
+    async fn execute(&mut self, planned: Planned, obs: &Observation, now: Time) -> bool {
         let Planned {
             effect,
             persist_first,
@@ -440,6 +441,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Some((why, false)) = persist {
             let _ = self.persist(why);
         }
+        after.failed
     }
 
     /// The commands of one effect, and what each answered.
@@ -610,8 +612,117 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
             self.step(&snapshot).await;
         }
-        self.clear_own_flags("SHUTDOWN").await;
-        tracing::info!(target: "decision", "enforcer stopped; what it set stays, and its state file remembers the operator's originals for the next start");
+        self.shut_down().await;
+    }
+
+    /// SHUTDOWN (SIGTERM, SIGINT): hands back what `decide::on_exit` says (pause flags, rung-2
+    /// limits, then the profile unless `--enforcer.on-exit keep-throttle`), all within
+    /// `--enforcer.exit-timeout`, which the manifest's grace period covers. What is not back by
+    /// then is logged with the commands to run by hand; the state file keeps its originals.
+    pub async fn shut_down(&mut self) {
+        const WHEN: &str = "SHUTDOWN";
+        let limit = self.policy.exit_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        let initial = self.state.clone();
+        if self.policy.mode == Mode::Enforce && !self.state.original.is_empty() {
+            // A fresh read, so that a hand change since the last cycle is never overwritten;
+            // a quarter of the time at most, the rest is for the commands.
+            let keys = self.lever_keys();
+            let read = tokio::time::timeout(limit / 4, self.actor.configured(&keys));
+            match read.await {
+                Ok(Ok(values)) => {
+                    obs.configured = values;
+                    obs.configured_known = true;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(target: "decision", error = %e, "{WHEN}: cannot read the configured values (ceph config dump); judging hand changes by the last cycle's")
+                }
+                Err(_) => {
+                    tracing::warn!(target: "decision", "{WHEN}: reading the configured values took over {}; judging hand changes by the last cycle's", fmt_secs((limit / 4).as_secs_f64()))
+                }
+            }
+        }
+        let now = self.clock.now();
+        let (decision, lines) = decide::on_exit(&self.policy, &obs, &self.state, now);
+        for line in &lines {
+            match line {
+                LogLine::Info(m) => tracing::info!(target: "decision", "{m}"),
+                LogLine::Warn(m) => tracing::warn!(target: "decision", "{m}"),
+                LogLine::Error(m) => tracing::error!(target: "decision", "{m}"),
+            }
+        }
+        let Decision {
+            effects,
+            notes,
+            next,
+        } = decision;
+        self.state = next;
+        for n in &notes {
+            self.log(n);
+        }
+        let mut effects = effects.into_iter();
+        let mut left: Vec<Planned> = Vec::new();
+        let mut why_left = String::new();
+        while let Some(planned) = effects.next() {
+            let config = matches!(planned.effect, Effect::Config(_));
+            let run = tokio::time::timeout_at(deadline, self.execute(planned.clone(), &obs, now));
+            match run.await {
+                // A later step would forget the originals of what failed here: stop, say it.
+                Ok(true) if config => {
+                    left.extend(effects.by_ref());
+                    why_left = "not attempted after the failure above".to_string();
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    left.push(planned);
+                    left.extend(effects.by_ref());
+                    why_left = format!(
+                        "not handed back in time (--enforcer.exit-timeout {})",
+                        fmt_secs(limit.as_secs_f64())
+                    );
+                }
+            }
+        }
+        if !left.is_empty() {
+            let what: Vec<String> = left.iter().map(|p| describe_left(&p.effect)).collect();
+            let cmds: Vec<String> = left
+                .iter()
+                .flat_map(|p| outcome::by_hand(&p.effect))
+                .collect();
+            tracing::error!(target: "decision", "{WHEN}: {why_left}: {}; the state file keeps the operator's originals for the next start. Run by hand: {}", what.join("; "), cmds.join("; "));
+        }
+        if !self.state.persistent_eq(&initial) {
+            let _ = self.persist("at shutdown");
+        }
+        if let Ok(mut v) = self.shared.lock() {
+            v.update_mode_only(&self.policy, &self.state);
+        }
+        let holds = self.state.applied.as_ref().filter(|a| !a.simulated);
+        match holds {
+            Some(a) if self.policy.mode == Mode::Enforce => {
+                let held: Vec<String> = a.values.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                tracing::info!(target: "decision", "enforcer stopped; it still holds {}; its state file remembers the operator's originals for the next start", held.join(", "))
+            }
+            _ if !self.state.flags_set.is_empty() => {
+                tracing::info!(target: "decision", "enforcer stopped; its state file lists the pause flags it could not unset, for the next start")
+            }
+            _ => {
+                tracing::info!(target: "decision", "enforcer stopped; nothing it set is left on the cluster")
+            }
+        }
+    }
+}
+
+/// What an effect not carried out at exit was to hand back.
+fn describe_left(effect: &Effect) -> String {
+    match effect {
+        Effect::Config(a) => a
+            .handed_back()
+            .replace("restored ", "restore ")
+            .replace("removed ", "remove "),
+        Effect::UnsetFlags { flags, .. } => format!("unset {}", flags.join(", ")),
+        Effect::SetFlags { flags, .. } => format!("set {}", flags.join(", ")),
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::ctx::Ctx;
 use super::effect::{Action, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack};
 use super::event::{DecisionEvent, DecisionRecord};
-use super::ladder::{same_setting, MCLOCK_PROFILE_KEY};
+use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
 use super::observation::Observation;
 use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy};
@@ -157,6 +157,17 @@ fn config_outcome(
     match &result {
         Ok(()) if policy.mode == Mode::Enforce => rec.performed = true,
         Ok(()) => rec.message = format!("(observe mode) would {}", rec.message),
+        Err(e) if action.lifecycle.is_some() => {
+            // Stopping: no retry, but the commands that finish the job by hand.
+            rec.event = DecisionEvent::ActionFailed.as_str().to_string();
+            rec.message = format!(
+                "{}: FAILED to hand back {}: {e}; not retried (the enforcer is stopping); the state file keeps the operator's originals for the next start. Run by hand: {}",
+                action.lifecycle.unwrap_or("SHUTDOWN"),
+                action.changes.iter().map(|c| c.describe()).collect::<Vec<_>>().join(", "),
+                by_hand(&Effect::Config(action.clone())).join("; ")
+            );
+            failed = true;
+        }
         Err(e) => {
             let attempts = state
                 .retry
@@ -537,6 +548,38 @@ fn apply_result(
         });
     }
     state
+}
+
+/// The commands that do what `effect` hands back, for a person to run when the enforcer could
+/// not (a failure or the deadline at exit).
+pub fn by_hand(effect: &Effect) -> Vec<String> {
+    match effect {
+        Effect::Config(action) => {
+            let mut cmds = Vec::new();
+            for c in &action.changes {
+                // A value told to the running OSDs goes first, as the loop does it.
+                let pushed = [MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES];
+                if pushed.contains(&c.key.as_str()) && !action.push.iter().any(|(k, _)| *k == c.key)
+                {
+                    cmds.push(format!("ceph tell 'osd.*' config unset {}", c.key));
+                }
+            }
+            for c in &action.changes {
+                cmds.push(match &c.to {
+                    Some(v) => format!("ceph config set osd {} {v}", c.key),
+                    None => format!("ceph config rm osd {}", c.key),
+                });
+            }
+            cmds
+        }
+        Effect::UnsetFlags { flags, .. } => flags
+            .iter()
+            .map(|f| format!("ceph osd unset {f}"))
+            .collect(),
+        Effect::SetFlags { flags, .. } => {
+            flags.iter().map(|f| format!("ceph osd set {f}")).collect()
+        }
+    }
 }
 
 /// Drops each flag the `osd unset` of `outcome` did unset from what the enforcer holds; the

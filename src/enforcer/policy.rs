@@ -98,6 +98,28 @@ impl SuspendWhen {
     }
 }
 
+/// What a clean exit (SIGTERM, SIGINT) hands back in enforce mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
+pub enum OnExit {
+    /// Everything: pause flags, rung-2 limits, then the profile (or wpq levers) back to the
+    /// operator's. A stopped enforcer watches neither p99 nor redundancy, so nothing it set stays.
+    Restore,
+    /// Pause flags and rung-2 limits only; the rung-1 throttle (or the suspend profile) stays,
+    /// its originals in the state file, for a rolling restart where another instance takes over.
+    KeepThrottle,
+}
+
+impl OnExit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnExit::Restore => "restore",
+            OnExit::KeepThrottle => "keep-throttle",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     pub mode: Mode,
@@ -120,6 +142,11 @@ pub struct Policy {
     pub verify_after: Duration,
     pub state_file: PathBuf,
     pub ladder: LadderPolicy,
+    /// What a clean exit hands back.
+    pub on_exit: OnExit,
+    /// How long the exit may take to hand it back; shorter than the manifest's
+    /// `terminationGracePeriodSeconds`, so the process is never killed half-way.
+    pub exit_timeout: Duration,
 }
 
 /// The escalation ladder above the throttle (issue #7).
@@ -177,6 +204,8 @@ impl Default for Policy {
             verify_after: Duration::from_secs(30),
             state_file: PathBuf::from(DEFAULT_STATE_FILE),
             ladder: LadderPolicy::default(),
+            on_exit: OnExit::Restore,
+            exit_timeout: Duration::from_secs(20),
         }
     }
 }

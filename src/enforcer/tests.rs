@@ -728,3 +728,63 @@ fn a_hold_is_said_once_while_only_its_error_text_changes() {
     }
     assert_eq!(sim.events().iter().filter(|e| **e == "HOLD").count(), 1);
 }
+
+/// The obs at exit: recovery on, the config as the simulated cluster has it now.
+fn at_exit(sim: &Sim) -> Observation {
+    Observation {
+        configured: sim.configured.clone(),
+        ..recovering(50.0)
+    }
+}
+
+#[test]
+fn exit_hands_back_the_same_originals_as_restore_and_says_so() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    let (d, lines) = on_exit(&sim.policy, &at_exit(&sim), &sim.state, T0 + 2000.0);
+    assert!(lines.is_empty(), "{lines:?}");
+    let a = d.action().expect("a restore");
+    assert_eq!(a.kind, ActionKind::Restore);
+    assert_eq!(a.changes[0].to.as_deref(), Some("balanced"));
+    assert!(
+        a.describe().starts_with(
+            "SHUTDOWN: restored osd_mclock_profile balanced (was high_client_ops, set by the enforcer); --enforcer.on-exit restore"
+        ),
+        "{}",
+        a.describe()
+    );
+}
+
+#[test]
+fn exit_with_keep_throttle_at_rung_1_changes_nothing_and_says_what_stays() {
+    let mut sim = Sim::new(Policy {
+        on_exit: OnExit::KeepThrottle,
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    let (d, lines) = on_exit(&sim.policy, &at_exit(&sim), &sim.state, T0 + 2000.0);
+    assert!(d.effects.is_empty(), "{:?}", d.effects);
+    assert_eq!(
+        d.next.original, sim.state.original,
+        "kept for the next start"
+    );
+    let said = format!("{lines:?}");
+    assert!(
+        said.contains(
+            "keep-throttle: keeping osd_mclock_profile high_client_ops (the operator's: balanced)"
+        ),
+        "{said}"
+    );
+}
+
+#[test]
+fn exit_in_observe_mode_changes_nothing() {
+    let mut sim = Sim::new(Policy {
+        mode: Mode::Observe,
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    assert!(sim.state.applied.is_some(), "a simulated throttle");
+    let (d, _) = on_exit(&sim.policy, &at_exit(&sim), &sim.state, T0 + 2000.0);
+    assert!(d.effects.is_empty(), "{:?}", d.effects);
+}

@@ -23,7 +23,7 @@ use serde_saphyr::Spanned;
 use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{
-    BaselineSpec, LadderPolicy, Mode, Policy, SuspendWhen, MCLOCK_PROFILES,
+    BaselineSpec, LadderPolicy, Mode, OnExit, Policy, SuspendWhen, MCLOCK_PROFILES,
 };
 use crate::latency::aggregate::Grouping;
 
@@ -383,6 +383,23 @@ declare_settings! {
             default(HumanDuration(Duration::from_secs_f64(PausePolicy::default().max_total)) => "30m"),
             note: "",
         }
+        on_exit: OnExit {
+            flag: "enforcer.on-exit",
+            key: "on_exit",
+            value_name: "WHAT",
+            help: "On SIGTERM/SIGINT in enforce mode: restore (pause flags, rung-2 limits, then the profile back to the operator's; a stopped enforcer watches neither p99 nor redundancy) or keep-throttle (only the rung-1 throttle stays, for a rolling restart where another instance takes over at once)",
+            default(Policy::default().on_exit => "restore"),
+            note: "or `keep-throttle`",
+        }
+        exit_timeout: HumanDuration {
+            flag: "enforcer.exit-timeout",
+            key: "exit_timeout",
+            value_name: "DURATION",
+            help: "How long a clean exit may take to hand everything back; what is not back by then is logged with the commands to run by hand. Keep it below the pod's terminationGracePeriodSeconds",
+            default(HumanDuration(Policy::default().exit_timeout) => "20s"),
+            check: check_exit_timeout,
+            note: "1s to 5m; below terminationGracePeriodSeconds",
+        }
     }
     (root) heading "" {
         mode: ServeMode {
@@ -535,6 +552,16 @@ fn check_mclock_profile(profile: &String) -> Result<(), String> {
 fn check_wpq_levers(levers: &BTreeMap<String, String>) -> Result<(), String> {
     if levers.is_empty() {
         return Err("needs at least one setting (default: osd_max_backfills: \"1\", osd_recovery_sleep_hdd: \"0.1\")".into());
+    }
+    Ok(())
+}
+
+fn check_exit_timeout(timeout: &HumanDuration) -> Result<(), String> {
+    if timeout.0 < Duration::from_secs(1) || timeout.0 > Duration::from_secs(300) {
+        return Err(format!(
+            "exit_timeout {} must be 1s to 5m: long enough for a few ceph commands, short enough for the pod's grace period (default 20s)",
+            humantime::format_duration(timeout.0)
+        ));
     }
     Ok(())
 }
