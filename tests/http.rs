@@ -159,6 +159,83 @@ async fn ready_only_after_the_first_status_and_healthy_always() {
     );
 }
 
+/// `/-/ready` as a readiness probe sees it, and the metrics served meanwhile.
+fn probe(port: u16) -> (String, String, String) {
+    let (head, body) = raw_get(port, "/-/ready", "*/*");
+    let (_, metrics) = raw_get(port, "/metrics", "*/*");
+    (head, body, metrics)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_is_lost_again_when_the_status_cannot_be_read_or_goes_stale() {
+    let srv = serve(None).await;
+    let port = srv.port;
+    let client = FakeClient::new();
+    client.set(
+        &commands::status(),
+        Reply::ok(fixture("healthy-idle/ceph_status.json")),
+    );
+    let mut col = Collector::new(client.clone(), CollectSettings::default());
+    srv.snapshots.send(Arc::new(col.collect_once().await)).unwrap();
+    let (head, body, _) = tokio::task::spawn_blocking(move || probe(port))
+        .await
+        .unwrap();
+    assert!(head.contains(" 200 "), "{head}{body}");
+
+    // Ceph stops answering: the next cycle's status times out.
+    client.set(&commands::status(), Reply::Timeout);
+    srv.snapshots.send(Arc::new(col.collect_once().await)).unwrap();
+    let (head, body, metrics) = tokio::task::spawn_blocking(move || probe(port))
+        .await
+        .unwrap();
+    assert!(head.contains(" 503 "), "{head}{body}");
+    assert!(
+        body.starts_with("Not ready: the status collector is down")
+            && body.contains("`ceph status` did not finish within"),
+        "the reason is in the body: {body}"
+    );
+    assert!(
+        metrics.contains("ceph_recovery_budget_collector_up{collector=\"status\"} 0\n"),
+        "{metrics}"
+    );
+
+    // Ceph answers again: ready again.
+    client.set(
+        &commands::status(),
+        Reply::ok(fixture("healthy-idle/ceph_status.json")),
+    );
+    let fresh = col.collect_once().await;
+    srv.snapshots.send(Arc::new(fresh.clone())).unwrap();
+    let (head, _, _) = tokio::task::spawn_blocking(move || probe(port))
+        .await
+        .unwrap();
+    assert!(head.contains(" 200 "), "{head}");
+
+    // The collector hangs (no new snapshot is published): the last status, taken 60 s ago, is
+    // older than three 15 s intervals.
+    let mut stale = fresh;
+    if let Some(status) = stale.status.as_mut() {
+        status.at -= Duration::from_secs(60);
+    }
+    srv.snapshots.send(Arc::new(stale)).unwrap();
+    let (head, body, metrics) = tokio::task::spawn_blocking(move || probe(port))
+        .await
+        .unwrap();
+    assert!(head.contains(" 503 "), "{head}{body}");
+    assert!(
+        body.contains("last data 60 s old, older than 45 s"),
+        "{body}"
+    );
+    assert!(
+        metrics.contains("ceph_recovery_budget_collector_up{collector=\"status\"} 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("ceph_degraded_objects"),
+        "stale status data is not served: {metrics}"
+    );
+}
+
 fn record(event: &str, message: &str, time: f64) -> DecisionRecord {
     DecisionRecord {
         time,

@@ -236,18 +236,54 @@ impl Snapshot {
                 .is_some_and(|at| now.saturating_duration_since(at) <= self.max_age())
     }
 
-    /// Ready once the cluster status has been read at least once (in host mode, which reads no
-    /// status, once the local histograms have).
-    pub fn ready(&self) -> bool {
+    /// The collector readiness follows: the status collector, or in host mode (which reads no
+    /// status) the latency collector.
+    pub fn readiness_collector(&self) -> CollectorName {
         if self
             .collectors
             .iter()
             .any(|h| h.name == CollectorName::Status)
         {
-            self.status.is_some()
+            CollectorName::Status
         } else {
-            self.latency.is_some()
+            CollectorName::Latency
         }
+    }
+
+    /// Why the exporter cannot see the cluster at `now`, in words; None when it can. Ready means
+    /// the same as `ceph_recovery_budget_collector_up{collector="status"} == 1` (in host mode the
+    /// latency collector): the last attempt succeeded and its data is fresh. So readiness is lost
+    /// again when Ceph stops answering, not only before the first answer.
+    pub fn not_ready(&self, now: Instant) -> Option<String> {
+        let name = self.readiness_collector();
+        let Some(h) = self.collectors.iter().find(|h| h.name == name) else {
+            return Some(format!("the {} collector does not run", name.as_str()));
+        };
+        if self.data_at(name).is_none() && h.last_error.is_none() {
+            return Some(format!(
+                "{} has not been read yet (see the log)",
+                what_it_reads(name)
+            ));
+        }
+        self.why_down(h, now).map(|why| {
+            format!(
+                "the {} collector is down ({} cannot be read or is stale): {why}",
+                name.as_str(),
+                what_it_reads(name)
+            )
+        })
+    }
+
+    /// [`Snapshot::not_ready`] as a yes/no.
+    pub fn ready(&self, now: Instant) -> bool {
+        self.not_ready(now).is_none()
+    }
+}
+
+fn what_it_reads(name: CollectorName) -> &'static str {
+    match name {
+        CollectorName::Latency => "the OSDs' latency histograms",
+        _ => "the cluster status",
     }
 }
 

@@ -232,7 +232,7 @@ async fn garbage_output_is_a_parse_error_counted_as_such() {
         ),
         Some(1.0)
     );
-    assert!(!s.ready());
+    assert!(!s.ready(Instant::now()));
     // Status failed, so undersized PGs are listed to be safe (healthy fixture: none).
     assert_eq!(
         value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
@@ -537,7 +537,7 @@ async fn host_mode_collects_only_the_local_histograms() {
         },
     );
     let s = c.collect_once().await;
-    assert!(s.ready(), "ready on histograms alone");
+    assert!(s.ready(Instant::now()), "ready on histograms alone");
     assert_eq!(client.calls(), vec![commands::histograms()]);
     let text = render(&s);
     assert_eq!(inf_buckets(&text).len(), 4, "{text}");

@@ -52,15 +52,14 @@ async fn healthy() -> &'static str {
     "Healthy\n"
 }
 
+/// 503 with the reason while the exporter cannot see the cluster (status collector down or its
+/// data stale), so that a readiness probe or a load balancer stops sending traffic; `/metrics`
+/// keeps answering meanwhile, with `collector_up` 0.
 async fn ready(State(state): State<AppState>) -> Response {
-    if state.snapshots.borrow().ready() {
-        (StatusCode::OK, "Ready\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Not ready: the cluster status has not been read yet (see the log)\n",
-        )
-            .into_response()
+    let snapshot = state.snapshots.borrow().clone();
+    match snapshot.not_ready(Instant::now()) {
+        None => (StatusCode::OK, "Ready\n").into_response(),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("Not ready: {why}\n")).into_response(),
     }
 }
 
