@@ -11,9 +11,8 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use common::prom::{
-    dashboard, dashboard_queries, label_values_query, read, run_ok, tool_or_skip, tool_or_skip_hint, yaml,
-    TempDir,
-    ALERTS, ALERTS_TEST, EXCEEDED, RULES, SUSPENDED,
+    dashboard, dashboard_queries, label_values_query, read, run_ok, tool_or_skip,
+    tool_or_skip_hint, yaml, TempDir, ALERTS, ALERTS_TEST, EXCEEDED, RULES, SUSPENDED,
 };
 use common::repo;
 
@@ -684,7 +683,10 @@ fn dockerfile_passes_hadolint_and_every_ignore_says_why() {
     let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
         if line.trim_start().starts_with("# hadolint ignore=") {
-            let above = i.checked_sub(1).map(|j| lines[j].trim()).unwrap_or_default();
+            let above = i
+                .checked_sub(1)
+                .map(|j| lines[j].trim())
+                .unwrap_or_default();
             assert!(
                 above.starts_with('#') && above.len() > 20 && !above.contains("hadolint ignore"),
                 "Dockerfile line {}: `{line}` without a comment above saying why",
@@ -966,10 +968,15 @@ fn networkpolicy_lets_only_prometheus_pods_reach_the_metrics_port() {
         peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
         "prometheus"
     );
-    assert!(peer["ipBlock"].is_null(), "no address range lets anyone else in");
+    assert!(
+        peer["ipBlock"].is_null(),
+        "no address range lets anyone else in"
+    );
     // Only the metrics port, by the container port's name (or number).
     let container_port = &pod["spec"]["containers"][0]["ports"][0];
-    let ports = rules[0]["ports"].as_array().expect("ports: only the metrics port");
+    let ports = rules[0]["ports"]
+        .as_array()
+        .expect("ports: only the metrics port");
     assert_eq!(ports.len(), 1);
     assert!(
         ports[0]["port"] == container_port["name"]

@@ -176,7 +176,9 @@ async fn ready_is_lost_again_when_the_status_cannot_be_read_or_goes_stale() {
         Reply::ok(fixture("healthy-idle/ceph_status.json")),
     );
     let mut col = Collector::new(client.clone(), CollectSettings::default());
-    srv.snapshots.send(Arc::new(col.collect_once().await)).unwrap();
+    srv.snapshots
+        .send(Arc::new(col.collect_once().await))
+        .unwrap();
     let (head, body, _) = tokio::task::spawn_blocking(move || probe(port))
         .await
         .unwrap();
@@ -184,7 +186,9 @@ async fn ready_is_lost_again_when_the_status_cannot_be_read_or_goes_stale() {
 
     // Ceph stops answering: the next cycle's status times out.
     client.set(&commands::status(), Reply::Timeout);
-    srv.snapshots.send(Arc::new(col.collect_once().await)).unwrap();
+    srv.snapshots
+        .send(Arc::new(col.collect_once().await))
+        .unwrap();
     let (head, body, metrics) = tokio::task::spawn_blocking(move || probe(port))
         .await
         .unwrap();

@@ -59,7 +59,11 @@ async fn ready(State(state): State<AppState>) -> Response {
     let snapshot = state.snapshots.borrow().clone();
     match snapshot.not_ready(Instant::now()) {
         None => (StatusCode::OK, "Ready\n").into_response(),
-        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("Not ready: {why}\n")).into_response(),
+        Some(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Not ready: {why}\n"),
+        )
+            .into_response(),
     }
 }
 

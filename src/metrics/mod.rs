@@ -374,18 +374,19 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         None => {
             enc.family(&Family {
                 name: "ceph_osd_op_w_latency",
-                help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts).",
+                help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts); _sum from the osd.op_w_latency counter of perf dump (same writes).",
                 kind: Kind::Histogram,
                 unit: None,
             });
             for (osd, h) in &lat.per_osd {
-                enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), None);
+                let sum = lat.sums.get(osd).map(|s| s.seconds);
+                enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), sum);
             }
         }
         Some(groups) => {
             enc.family(&Family {
                 name: "ceph_osd_op_w_latency",
-                help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is).",
+                help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is); _sum from the OSDs' op_w_latency counters, kept the same way.",
                 kind: Kind::Histogram,
                 unit: None,
             });
@@ -396,7 +397,8 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
                 } else {
                     &[("host", group)]
                 };
-                enc.histogram(labels, &h.bounds, &h.cumulative(), None);
+                let sum = lat.group_sums.as_ref().and_then(|g| g.get(group)).copied();
+                enc.histogram(labels, &h.bounds, &h.cumulative(), sum);
             }
         }
     }
