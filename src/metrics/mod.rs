@@ -9,7 +9,7 @@ use std::time::UNIX_EPOCH;
 use tokio::time::Instant;
 
 use crate::collect::safety::pool_safety;
-use crate::collect::Snapshot;
+use crate::collect::{CollectorName, Snapshot};
 use crate::enforcer::policy::Mode;
 use crate::enforcer::state::Phase;
 use crate::enforcer::EnforcerView;
@@ -100,6 +100,40 @@ pub fn render_with(
         render_enforcer(&mut enc, view);
     }
     enc.finish()
+}
+
+/// What a render depends on besides the snapshot and the enforcer view: which collectors' data is
+/// still fresh at `now` (one bit per collector, in [`CollectorName::ALL`] order). Data only ages:
+/// a rendered body stays right until this changes, so a cache of bodies keys on it. Every use
+/// of `now` in rendering goes through [`Snapshot::fresh`] or [`Snapshot::collector_up`], both
+/// decided by this.
+pub fn freshness(snapshot: &Snapshot, now: Instant) -> u8 {
+    CollectorName::ALL
+        .iter()
+        .enumerate()
+        .fold(0u8, |mask, (i, name)| {
+            let fresh = snapshot
+                .data_at(*name)
+                .is_some_and(|at| now.saturating_duration_since(at) <= snapshot.max_age());
+            if fresh {
+                mask | (1 << i)
+            } else {
+                mask
+            }
+        })
+}
+
+/// The enforcer's families alone, as they appear in [`render_with`]'s output (without the
+/// OpenMetrics `# EOF`): cheap (a few KB), so a cached body can be checked against the view
+/// of this very moment.
+pub fn render_enforcer_section(view: &EnforcerView, format: Format) -> String {
+    let mut enc = Encoder::with_capacity(format, 4 * 1024);
+    render_enforcer(&mut enc, view);
+    let mut text = enc.finish();
+    if let Some(len) = text.strip_suffix("# EOF\n").map(str::len) {
+        text.truncate(len);
+    }
+    text
 }
 
 fn flag(b: bool) -> f64 {
