@@ -165,7 +165,12 @@ async fn scrapes_get_gzip_when_they_accept_it_and_one_body_is_built_per_snapshot
             head.contains("content-type: application/openmetrics-text; version=1.0.0"),
             "{head}"
         );
-        assert!(body.len() < plain_text.len() / 3, "{} vs {}", body.len(), plain_text.len());
+        assert!(
+            body.len() < plain_text.len() / 3,
+            "{} vs {}",
+            body.len(),
+            plain_text.len()
+        );
         assert_eq!(gunzip(body), plain_text, "the same exposition, compressed");
     }
     assert_eq!(
@@ -185,7 +190,10 @@ async fn scrapes_get_gzip_when_they_accept_it_and_one_body_is_built_per_snapshot
     .await
     .unwrap();
     let text = gunzip(&body);
-    assert!(text.contains("ceph_pg_undersized 19\n") && !text.contains("# EOF"), "text 0.0.4");
+    assert!(
+        text.contains("ceph_pg_undersized 19\n") && !text.contains("# EOF"),
+        "text 0.0.4"
+    );
     assert_eq!((cache.renders(), cache.compressions()), (2, 2));
 }
 
@@ -208,7 +216,10 @@ async fn cached_bodies_follow_the_enforcer_and_the_age_of_the_data() {
         gunzip(&body)
     };
     let before = tokio::task::spawn_blocking(scrape).await.unwrap();
-    assert!(before.contains("ceph_recovery_budget_breached 0\n"), "{before}");
+    assert!(
+        before.contains("ceph_recovery_budget_breached 0\n"),
+        "{before}"
+    );
     assert!(before.contains("ceph_degraded_objects "), "{before}");
     assert!(before.contains("ceph_recovery_budget_collector_up{collector=\"status\"} 1\n"));
 
@@ -218,8 +229,14 @@ async fn cached_bodies_follow_the_enforcer_and_the_age_of_the_data() {
         v.breach_seconds = 12.0;
     }
     let after = tokio::task::spawn_blocking(scrape).await.unwrap();
-    assert!(after.contains("ceph_recovery_budget_breached 1\n"), "{after}");
-    assert!(after.contains("ceph_recovery_budget_breach_seconds 12\n"), "{after}");
+    assert!(
+        after.contains("ceph_recovery_budget_breached 1\n"),
+        "{after}"
+    );
+    assert!(
+        after.contains("ceph_recovery_budget_breach_seconds 12\n"),
+        "{after}"
+    );
 
     tokio::time::sleep(Duration::from_millis(700)).await;
     let stale = tokio::task::spawn_blocking(scrape).await.unwrap();

@@ -54,7 +54,11 @@ struct MetricsState {
 }
 
 async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
-    let header_str = |name| headers.get(name).and_then(|v: &header::HeaderValue| v.to_str().ok());
+    let header_str = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &header::HeaderValue| v.to_str().ok())
+    };
     let format = Format::negotiate(header_str(header::ACCEPT));
     let gzip = scrape::accepts_gzip(header_str(header::ACCEPT_ENCODING));
     let snapshot = state.app.snapshots.borrow().clone();
