@@ -424,8 +424,7 @@ fn ours_and_the_mgr_modules_latency_series_in_one_prometheus_count_each_osd_once
         "without the selection the mgr module's count is added: {naive} = {writes} + {mgr_writes}"
     );
     // The mean lies where the histogram puts the writes: between its p50 / 2 and its p99
-    // (factor-2 buckets), and it matches the mgr module's own mean within 25 % (the module
-    // reads the same counters, on its own schedule).
+    // (factor-2 buckets), and it is of the order of the mgr module's own mean (below).
     let p50 = one_value(
         &prom,
         "histogram_quantile(0.5, sum by (le) (rate(ceph_osd_op_w_latency_bucket[5m])))",
@@ -440,8 +439,12 @@ fn ours_and_the_mgr_modules_latency_series_in_one_prometheus_count_each_osd_once
         "sum(rate(ceph_osd_op_w_latency_sum{job=\"ceph-mgr\"}[5m])) / sum(rate(ceph_osd_op_w_latency_count{job=\"ceph-mgr\"}[5m]))",
         t,
     );
+    // Same counters, same unit: within 2x. Not closer: the module gets the OSDs' counters every
+    // few seconds on its own schedule, so over the minute of a bursty fio load its rate covers
+    // another slice of it (seen on the lab: 11.2 vs 11.3 ms, 6.1 vs 3.8 ms, 4.6 vs 2.8 ms).
+    // A unit slip (ns, µs) would be 1000x off.
     assert!(
-        (mean / mean_mgr - 1.0).abs() < 0.25,
+        mean / mean_mgr > 0.5 && mean / mean_mgr < 2.0,
         "our mean {mean} s vs the mgr module's {mean_mgr} s"
     );
     eprintln!(

@@ -196,7 +196,6 @@ mod tests {
         for (header, expected) in [
             (None, false),
             (Some(""), false),
-            (Some("gzip"), true),
             // What Prometheus sends.
             (Some("gzip"), true),
             (Some("gzip, deflate, br"), true),
