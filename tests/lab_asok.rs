@@ -216,6 +216,15 @@ fn host_mode_serves_the_local_histograms() {
         buckets.len() > 20 && buckets.iter().all(|(s, _)| s.contains("host=\"lab-host\"")),
         "one host's buckets only: {buckets:?}"
     );
+    // The `_sum` from the sockets' `perf dump osd op_w_latency`: a mean that is a latency.
+    let sum = m
+        .get("ceph_osd_op_w_latency_sum{host=\"lab-host\"}")
+        .unwrap_or_else(|| panic!("no _sum from the admin sockets:\n{}", m.text));
+    assert!(
+        count > 0.0 && sum > 0.0 && sum / count > 1e-5 && sum / count < 1.0,
+        "mean write latency {} s from _sum {sum} / _count {count}",
+        sum / count
+    );
     assert_eq!(
         m.get("ceph_pgs"),
         None,

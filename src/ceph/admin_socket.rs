@@ -9,9 +9,10 @@
 //! has no status code. Without `"format":"json"` the reply is pretty-printed (138 KB instead of
 //! 18.6 KB for `perf histogram dump` on 16.2.15).
 //!
-//! [`AdminSocketClient`] answers the one [`Client`] command host mode needs, `tell osd.* perf
-//! histogram dump`, from every local OSD socket, formatted like the CLI's multi-OSD output, so the
-//! collector and the `tell` parsers work unchanged.
+//! [`AdminSocketClient`] answers the two [`Client`] commands host mode needs, `tell osd.* perf
+//! histogram dump` and `tell osd.* perf dump` (each optionally filtered by logger and counter),
+//! from every local OSD socket, formatted like the CLI's multi-OSD output, so the collector and
+//! the `tell` parsers work unchanged.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -341,8 +342,10 @@ pub fn histogram_dump_request() -> Value {
     json!({"prefix": "perf histogram dump", "format": "json"})
 }
 
-/// The [`CephCommand`] host mode answers: the one the latency collector runs.
+/// The [`CephCommand`]s host mode answers (each followed by at most a logger and a counter): the
+/// latency collector's histograms and its `op_w_latency` counter, with the admin-socket prefix.
 const HISTOGRAM_ARGS: [&str; 5] = ["tell", "osd.*", "perf", "histogram", "dump"];
+const PERF_DUMP_ARGS: [&str; 4] = ["tell", "osd.*", "perf", "dump"];
 
 /// A [`Client`] over the admin sockets of the OSDs on this host (`serve --mode host`).
 #[derive(Debug, Clone)]
@@ -410,26 +413,32 @@ impl AdminSocketClient {
 impl Client for AdminSocketClient {
     async fn run(&self, command: &CephCommand) -> Result<Output, CephError> {
         let started = Instant::now();
-        // `perf histogram dump [LOGGER [COUNTER]]`: the collector asks for the one histogram.
-        let filter = match command.args.split_at_checked(HISTOGRAM_ARGS.len()) {
-            Some((head, rest)) if head == HISTOGRAM_ARGS && rest.len() <= 2 => Some(rest),
-            _ => None,
-        };
-        let Some(filter) = filter else {
+        // `perf [histogram] dump [LOGGER [COUNTER]]`: the collector asks for the one histogram
+        // and the one counter.
+        let filtered =
+            |args: &[&str], prefix: &'static str| match command.args.split_at_checked(args.len()) {
+                Some((head, rest)) if head == args && rest.len() <= 2 => Some((prefix, rest)),
+                _ => None,
+            };
+        let found = filtered(&HISTOGRAM_ARGS, "perf histogram dump")
+            .or_else(|| filtered(&PERF_DUMP_ARGS, "perf dump"));
+        let Some((prefix, filter)) = found else {
             return Err(CephError::Failed {
                 command: command.to_string(),
                 // EOPNOTSUPP, as an exit code.
                 code: Some(95),
                 stderr: format!(
-                    "not available in host mode, which only reads the latency histograms of the \
-                     OSDs whose admin sockets are in {} (`ceph {}`); cluster-wide commands need \
-                     the ceph CLI",
+                    "not available in host mode, which only reads the latency histograms and \
+                     counters of the OSDs whose admin sockets are in {} (`ceph {}`, `ceph {}`); \
+                     cluster-wide commands need the ceph CLI",
                     self.dir.display(),
-                    HISTOGRAM_ARGS.join(" ")
+                    HISTOGRAM_ARGS.join(" "),
+                    PERF_DUMP_ARGS.join(" ")
                 ),
             });
         };
         let mut request = histogram_dump_request();
+        request["prefix"] = json!(prefix);
         for (key, value) in ["logger", "counter"].iter().zip(filter) {
             request[*key] = json!(value);
         }

@@ -17,8 +17,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::ceph::ops::{self, OpsError};
 use crate::ceph::parse::{self, ParseError};
 use crate::ceph::{CephCommand, CephError, Client};
-use crate::latency::aggregate::{Aggregator, Grouping};
-use crate::latency::{Histogram, LatencyWindow};
+use crate::latency::aggregate::{Aggregator, Grouping, SumAggregator};
+use crate::latency::{Histogram, LatencySum, LatencyWindow};
 use recovery::RecoveryWindow;
 
 /// The quantiles published as `ceph_client_write_latency_seconds{quantile}`.
@@ -109,6 +109,11 @@ pub struct LatencyData {
     /// `--latency.aggregate host|cluster`: the exporter's group counters (host name, or one
     /// entry for the cluster); `None` when histograms are published per OSD.
     pub groups: Option<BTreeMap<String, Histogram>>,
+    /// Each answering OSD's `op_w_latency` counter (the histograms' `_sum`); empty when it could
+    /// not be read this cycle (the histograms are served without `_sum` then).
+    pub sums: BTreeMap<String, LatencySum>,
+    /// The groups' summed seconds, kept like `groups`; `None` when published per OSD.
+    pub group_sums: Option<BTreeMap<String, f64>>,
 }
 
 /// The scheduler an OSD really runs (asked of the daemon, so a value pinned in its ceph.conf shows).
@@ -236,18 +241,54 @@ impl Snapshot {
                 .is_some_and(|at| now.saturating_duration_since(at) <= self.max_age())
     }
 
-    /// Ready once the cluster status has been read at least once (in host mode, which reads no
-    /// status, once the local histograms have).
-    pub fn ready(&self) -> bool {
+    /// The collector readiness follows: the status collector, or in host mode (which reads no
+    /// status) the latency collector.
+    pub fn readiness_collector(&self) -> CollectorName {
         if self
             .collectors
             .iter()
             .any(|h| h.name == CollectorName::Status)
         {
-            self.status.is_some()
+            CollectorName::Status
         } else {
-            self.latency.is_some()
+            CollectorName::Latency
         }
+    }
+
+    /// Why the exporter cannot see the cluster at `now`, in words; None when it can. Ready means
+    /// the same as `ceph_recovery_budget_collector_up{collector="status"} == 1` (in host mode the
+    /// latency collector): the last attempt succeeded and its data is fresh. So readiness is lost
+    /// again when Ceph stops answering, not only before the first answer.
+    pub fn not_ready(&self, now: Instant) -> Option<String> {
+        let name = self.readiness_collector();
+        let Some(h) = self.collectors.iter().find(|h| h.name == name) else {
+            return Some(format!("the {} collector does not run", name.as_str()));
+        };
+        if self.data_at(name).is_none() && h.last_error.is_none() {
+            return Some(format!(
+                "{} has not been read yet (see the log)",
+                what_it_reads(name)
+            ));
+        }
+        self.why_down(h, now).map(|why| {
+            format!(
+                "the {} collector is down ({} cannot be read or is stale): {why}",
+                name.as_str(),
+                what_it_reads(name)
+            )
+        })
+    }
+
+    /// [`Snapshot::not_ready`] as a yes/no.
+    pub fn ready(&self, now: Instant) -> bool {
+        self.not_ready(now).is_none()
+    }
+}
+
+fn what_it_reads(name: CollectorName) -> &'static str {
+    match name {
+        CollectorName::Latency => "the OSDs' latency histograms",
+        _ => "the cluster status",
     }
 }
 
@@ -276,6 +317,12 @@ pub mod commands {
             "osd",
             "op_w_latency_in_bytes_histogram",
         ])
+    }
+    /// Only the `op_w_latency` counter (writes and their summed latency, the histogram's
+    /// `_sum`): 90 bytes per OSD; Ceph 16.2 filters `perf dump` by logger and counter, as it
+    /// does `perf histogram dump`.
+    pub fn write_latency_sums() -> CephCommand {
+        CephCommand::new(["tell", "osd.*", "perf", "dump", "osd", "op_w_latency"])
     }
     pub fn osd_config_get(key: &str) -> CephCommand {
         CephCommand::new(["tell", "osd.*", "config", "get", key])
@@ -356,6 +403,9 @@ pub struct Collector<C> {
     /// OSDs that did not answer `tell` in the last cycle (to log changes only).
     silent_osds: Vec<String>,
     aggregator: Aggregator,
+    sum_aggregator: SumAggregator,
+    /// Whether the last cycle read the `op_w_latency` sums (to log changes only).
+    sums_ok: Option<bool>,
     /// `osd.N` -> host, from `ceph osd tree`, and the cycle it was read.
     hosts: BTreeMap<String, String>,
     hosts_read_at: Option<u64>,
@@ -369,6 +419,8 @@ impl<C: Client> Collector<C> {
             current: Snapshot::empty_for(settings.interval, |n| settings.enabled(n)),
             silent_osds: Vec::new(),
             aggregator: Aggregator::default(),
+            sum_aggregator: SumAggregator::default(),
+            sums_ok: None,
             hosts: BTreeMap::new(),
             hosts_read_at: None,
             client,
@@ -380,7 +432,8 @@ impl<C: Client> Collector<C> {
     async fn groups(
         &mut self,
         per_osd: &BTreeMap<String, Histogram>,
-    ) -> Option<BTreeMap<String, Histogram>> {
+        sums: &BTreeMap<String, LatencySum>,
+    ) -> Option<(BTreeMap<String, Histogram>, BTreeMap<String, f64>)> {
         let host_of: Box<dyn Fn(&str) -> String> = match self.settings.grouping {
             Grouping::Osd => return None,
             Grouping::Cluster => Box::new(|_| String::new()),
@@ -420,11 +473,15 @@ impl<C: Client> Collector<C> {
                 }
             },
         };
-        let rejected = self.aggregator.update(per_osd, host_of);
+        let rejected = self.aggregator.update(per_osd, &host_of);
         if !rejected.is_empty() {
             tracing::warn!(osds = ?rejected, "latency histograms left out of their group (other buckets)");
         }
-        Some(self.aggregator.totals().clone())
+        self.sum_aggregator.update(sums, &host_of);
+        Some((
+            self.aggregator.totals().clone(),
+            self.sum_aggregator.totals().clone(),
+        ))
     }
 
     fn record(&mut self, name: CollectorName, started: Instant, result: Result<(), CollectError>) {
@@ -513,12 +570,21 @@ impl<C: Client> Collector<C> {
             pgs_fut,
             timed(async {
                 if latency {
-                    run_tell(
-                        client,
-                        commands::histograms(),
-                        parse::histogram::parse_write_latency,
-                    )
-                    .await
+                    // Both at once, so that the two reads are milliseconds apart (the counter's
+                    // count then equals the histogram's total but for the writes in between).
+                    let (hist, sums) = tokio::join!(
+                        run_tell(
+                            client,
+                            commands::histograms(),
+                            parse::histogram::parse_write_latency,
+                        ),
+                        run_tell(
+                            client,
+                            commands::write_latency_sums(),
+                            parse::perf_dump::parse_write_latency_sum,
+                        )
+                    );
+                    hist.map(|h| (h, sums))
                 } else {
                     Err(CollectError::Skipped)
                 }
@@ -548,11 +614,35 @@ impl<C: Client> Collector<C> {
         });
         self.record(CollectorName::Pgs, t_pgs, result);
 
-        let groups = match &hist {
-            Ok((per_osd, _)) => self.groups(per_osd).await,
-            Err(_) => None,
+        // The sums are an extra: without them the histograms are still served, only without
+        // `_sum` (said in the log when that changes, not every cycle).
+        let hist = hist.map(|(h, sums)| {
+            let sums = match sums {
+                Ok((sums, _)) => {
+                    if self.sums_ok == Some(false) {
+                        tracing::info!("the OSDs' op_w_latency counters are read again: the latency histograms have _sum again");
+                    }
+                    self.sums_ok = Some(true);
+                    sums
+                }
+                Err(e) => {
+                    if self.sums_ok != Some(false) {
+                        tracing::warn!(error = %e, "cannot read the OSDs' op_w_latency counters (perf dump osd op_w_latency): the latency histograms are published without _sum");
+                    }
+                    self.sums_ok = Some(false);
+                    BTreeMap::new()
+                }
+            };
+            (h, sums)
+        });
+        let (groups, group_sums) = match &hist {
+            Ok(((per_osd, _), sums)) => match self.groups(per_osd, sums).await {
+                Some((g, s)) => (Some(g), Some(s)),
+                None => (None, None),
+            },
+            Err(_) => (None, None),
         };
-        let result = hist.map(|(per_osd, missing)| {
+        let result = hist.map(|((per_osd, missing), sums)| {
             let now = Instant::now();
             // Said when the set of silent OSDs changes, not every cycle.
             let now_missing: Vec<String> = missing.keys().cloned().collect();
@@ -584,6 +674,8 @@ impl<C: Client> Collector<C> {
                     window_span: self.latency.span(),
                     missing,
                     groups,
+                    sums,
+                    group_sums,
                 },
             });
         });

@@ -232,7 +232,7 @@ async fn garbage_output_is_a_parse_error_counted_as_such() {
         ),
         Some(1.0)
     );
-    assert!(!s.ready());
+    assert!(!s.ready(Instant::now()));
     // Status failed, so undersized PGs are listed to be safe (healthy fixture: none).
     assert_eq!(
         value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
@@ -537,8 +537,14 @@ async fn host_mode_collects_only_the_local_histograms() {
         },
     );
     let s = c.collect_once().await;
-    assert!(s.ready(), "ready on histograms alone");
-    assert_eq!(client.calls(), vec![commands::histograms()]);
+    assert!(s.ready(Instant::now()), "ready on histograms alone");
+    let mut calls = client.calls();
+    calls.sort_by_key(|c| c.to_string());
+    assert_eq!(
+        calls,
+        vec![commands::write_latency_sums(), commands::histograms()],
+        "the histograms and their op_w_latency counters, nothing else"
+    );
     let text = render(&s);
     assert_eq!(inf_buckets(&text).len(), 4, "{text}");
     assert_eq!(
@@ -593,5 +599,103 @@ async fn aggregated_histograms_sum_the_osds_per_host_or_cluster() {
     assert_eq!(
         inf_buckets(&text),
         vec![("{host=\"vm\",le=\"+Inf\"}".to_string(), per_osd)]
+    );
+}
+
+/// The recorded lab pair (healthy, idle after fio): `perf dump osd op_w_latency` and the filtered
+/// histogram of the same four OSDs, read 2 s apart with no write in between.
+fn four_osds_with_sums(client: &FakeClient) {
+    client.set(
+        &commands::histograms(),
+        Reply::ok(fixture(
+            "lab/healthy.tell-osd-all-perf-histogram-dump-osd-op_w_latency_in_bytes_histogram.out",
+        )),
+    );
+    client.set(
+        &commands::write_latency_sums(),
+        Reply::ok(fixture(
+            "lab/healthy.tell-osd-all-perf-dump-osd-op_w_latency.out",
+        )),
+    );
+}
+
+/// Average write latency works: each OSD's histogram has `_sum` (Ceph's op_w_latency seconds)
+/// beside `_count`, the `_count` is the histogram's total and, read with nothing written in
+/// between, equals the counter's own count; in both formats (OpenMetrics writes `_count` only
+/// with `_sum`, so before it had neither).
+#[tokio::test(start_paused = true)]
+async fn the_histogram_has_sum_and_count_so_that_average_latency_works() {
+    let client = cluster("healthy-idle");
+    four_osds_with_sums(&client);
+    let mut c = Collector::new(client, settings());
+    let s = c.collect_once().await;
+    let lat = &s.latency.as_ref().unwrap().value;
+    for (osd, h) in &lat.per_osd {
+        assert_eq!(
+            h.total(),
+            lat.sums[osd].count,
+            "{osd}: histogram total = avgcount"
+        );
+    }
+    for format in [Format::Text004, Format::OpenMetrics100] {
+        let text = crate::metrics::render(&s, Instant::now(), format);
+        let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("{series}: {text}"));
+        for (osd, count, sum) in [
+            ("osd.0", 5776.0, 89.899070622),
+            ("osd.3", 8202.0, 128.025170293),
+        ] {
+            let l = format!("{{ceph_daemon=\"{osd}\"}}");
+            assert_eq!(v(&format!("ceph_osd_op_w_latency_count{l}")), count);
+            assert_eq!(v(&format!("ceph_osd_op_w_latency_sum{l}")), sum);
+            assert_eq!(
+                v(&format!(
+                    "ceph_osd_op_w_latency_bucket{{ceph_daemon=\"{osd}\",le=\"+Inf\"}}"
+                )),
+                count
+            );
+            // 15.6 ms, Ceph's own avgtime for osd.0.
+            let avg = sum / count;
+            assert!((0.015..0.016).contains(&avg), "{osd}: {avg}");
+        }
+    }
+
+    // --latency.aggregate cluster: one _sum, the four OSDs' seconds added up.
+    let client = cluster("healthy-idle");
+    four_osds_with_sums(&client);
+    let mut c = Collector::new(
+        client,
+        CollectSettings {
+            grouping: Grouping::Cluster,
+            ..settings()
+        },
+    );
+    let text = render(&c.collect_once().await);
+    let total = 89.899070622 + 81.711337797 + 70.126797533 + 128.025170293;
+    let sum = value(&text, "ceph_osd_op_w_latency_sum").unwrap();
+    assert!((sum - total).abs() < 1e-9, "{sum} vs {total}");
+    assert_eq!(
+        value(&text, "ceph_osd_op_w_latency_count"),
+        Some((5776 + 5295 + 4589 + 8202) as f64)
+    );
+}
+
+/// Without the counters (an older Ceph that cannot filter perf dump, a timeout), the histograms
+/// are still served and the collector is up; only `_sum` is missing.
+#[tokio::test(start_paused = true)]
+async fn without_the_counters_the_histograms_are_served_without_sum() {
+    let client = cluster("healthy-idle");
+    four_osds_with_sums(&client);
+    client.set(&commands::write_latency_sums(), Reply::Timeout);
+    let mut c = Collector::new(client, settings());
+    let s = c.collect_once().await;
+    let text = render(&s);
+    assert_eq!(inf_buckets(&text).len(), 4, "{text}");
+    assert!(!text.contains("ceph_osd_op_w_latency_sum"), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            "ceph_recovery_budget_collector_up{collector=\"latency\"}"
+        ),
+        Some(1.0)
     );
 }

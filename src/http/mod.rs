@@ -3,6 +3,7 @@
 
 pub mod landing;
 pub mod report;
+pub mod scrape;
 
 use std::sync::Arc;
 
@@ -16,8 +17,9 @@ use tokio::time::Instant;
 
 use crate::collect::Snapshot;
 use crate::enforcer::Shared;
-use crate::metrics::{self, encode::Format};
+use crate::metrics::encode::Format;
 use report::StatusReport;
+use scrape::MetricsCache;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -27,42 +29,96 @@ pub struct AppState {
 }
 
 pub fn router(state: AppState) -> Router {
+    router_with_cache(state, Arc::new(MetricsCache::new()))
+}
+
+/// [`router`] with a given cache of `/metrics` bodies (tests read its counters).
+pub fn router_with_cache(state: AppState, cache: Arc<MetricsCache>) -> Router {
+    let path = state.telemetry_path.clone();
     Router::new()
         .route("/", get(landing))
         .route(&format!("/{}", landing::RUNBOOK), get(runbook))
-        .route(&state.telemetry_path.clone(), get(metrics_handler))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route("/decisions", get(decisions))
         .route("/api/status", get(status))
-        .with_state(state)
+        .with_state(state.clone())
+        .route(
+            &path,
+            get(metrics_handler).with_state(MetricsState { app: state, cache }),
+        )
 }
 
-async fn metrics_handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let format = Format::negotiate(accept);
-    let snapshot = state.snapshots.borrow().clone();
+#[derive(Clone)]
+struct MetricsState {
+    app: AppState,
+    cache: Arc<MetricsCache>,
+}
+
+async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
+    let header_str = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &header::HeaderValue| v.to_str().ok())
+    };
+    let format = Format::negotiate(header_str(header::ACCEPT));
+    let gzip = scrape::accepts_gzip(header_str(header::ACCEPT_ENCODING));
+    let snapshot = state.app.snapshots.borrow().clone();
     let view = state
+        .app
         .enforcer
         .as_ref()
         .and_then(|e| e.lock().ok().map(|v| v.clone()));
-    let body = metrics::render_with(&snapshot, view.as_ref(), Instant::now(), format);
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+    match state
+        .cache
+        .body(snapshot, view, Instant::now(), format, gzip)
+        .await
+    {
+        Ok(body) => {
+            let mut response = (
+                [
+                    (header::CONTENT_TYPE, format.content_type()),
+                    // The body differs by both: a cache in between must not mix them up.
+                    (header::VARY, "Accept, Accept-Encoding"),
+                ],
+                body.bytes,
+            )
+                .into_response();
+            if body.gzip {
+                response.headers_mut().insert(
+                    header::CONTENT_ENCODING,
+                    header::HeaderValue::from_static("gzip"),
+                );
+            }
+            response
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the /metrics body");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot build the metrics: {e}\n"),
+            )
+                .into_response()
+        }
+    }
 }
 
 async fn healthy() -> &'static str {
     "Healthy\n"
 }
 
+/// 503 with the reason while the exporter cannot see the cluster (status collector down or its
+/// data stale), so that a readiness probe or a load balancer stops sending traffic; `/metrics`
+/// keeps answering meanwhile, with `collector_up` 0.
 async fn ready(State(state): State<AppState>) -> Response {
-    if state.snapshots.borrow().ready() {
-        (StatusCode::OK, "Ready\n").into_response()
-    } else {
-        (
+    let snapshot = state.snapshots.borrow().clone();
+    match snapshot.not_ready(Instant::now()) {
+        None => (StatusCode::OK, "Ready\n").into_response(),
+        Some(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "Not ready: the cluster status has not been read yet (see the log)\n",
+            format!("Not ready: {why}\n"),
         )
-            .into_response()
+            .into_response(),
     }
 }
 

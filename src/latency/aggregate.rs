@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{increase, Histogram, LatencyError};
+use super::{increase, Histogram, LatencyError, LatencySum};
 
 /// How the write-latency histogram is published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -95,6 +95,47 @@ impl Aggregator {
     }
 
     pub fn totals(&self) -> &BTreeMap<String, Histogram> {
+        &self.totals
+    }
+}
+
+/// The running group totals of `op_w_latency`'s summed seconds, kept like [`Aggregator`]'s
+/// buckets (the histogram's `_sum` of a group): each OSD's reset-aware increase, an OSD seen
+/// first after the start counts from then, a missing one adds what it counted meanwhile.
+#[derive(Debug, Clone, Default)]
+pub struct SumAggregator {
+    last: BTreeMap<String, LatencySum>,
+    totals: BTreeMap<String, f64>,
+    started: bool,
+}
+
+impl SumAggregator {
+    pub fn update(
+        &mut self,
+        per_osd: &BTreeMap<String, LatencySum>,
+        group_of: impl Fn(&str) -> String,
+    ) {
+        for (osd, cur) in per_osd {
+            let inc = match self.last.get(osd) {
+                Some(prev) if cur.count >= prev.count && cur.seconds >= prev.seconds => {
+                    Some(cur.seconds - prev.seconds)
+                }
+                // Fewer writes than before: the OSD restarted, everything it has is new.
+                Some(_) => Some(cur.seconds),
+                None if !self.started => Some(cur.seconds),
+                None => None,
+            };
+            if let Some(inc) = inc {
+                *self.totals.entry(group_of(osd)).or_insert(0.0) += inc;
+            }
+            self.last.insert(osd.clone(), *cur);
+        }
+        // Started once something was seen: a first cycle without sums (the command failed)
+        // still counts each OSD's lifetime later, as the buckets did at the start.
+        self.started |= !per_osd.is_empty();
+    }
+
+    pub fn totals(&self) -> &BTreeMap<String, f64> {
         &self.totals
     }
 }
@@ -194,5 +235,31 @@ mod tests {
         assert_eq!("host".parse(), Ok(Grouping::Host));
         let e = "rack".parse::<Grouping>().unwrap_err();
         assert!(e.contains("osd, host or cluster"), "{e}");
+    }
+
+    #[test]
+    fn group_sums_only_grow_across_an_osd_restart_and_a_late_osd() {
+        let sum = |count, seconds| LatencySum { count, seconds };
+        let m = |e: &[(&str, LatencySum)]| -> BTreeMap<String, LatencySum> {
+            e.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let mut agg = SumAggregator::default();
+        agg.update(
+            &m(&[("osd.0", sum(10, 1.0)), ("osd.1", sum(5, 0.5))]),
+            |_| "c".into(),
+        );
+        assert_eq!(agg.totals()["c"], 1.5);
+        // osd.0 restarted (fewer writes), osd.2 is new (counts from here), osd.1 went on.
+        agg.update(
+            &m(&[
+                ("osd.0", sum(2, 0.25)),
+                ("osd.1", sum(7, 0.75)),
+                ("osd.2", sum(100, 9.0)),
+            ]),
+            |_| "c".into(),
+        );
+        assert_eq!(agg.totals()["c"], 1.5 + 0.25 + 0.25);
+        agg.update(&m(&[("osd.2", sum(101, 9.5))]), |_| "c".into());
+        assert_eq!(agg.totals()["c"], 2.5);
     }
 }

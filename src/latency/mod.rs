@@ -25,6 +25,18 @@ pub struct Histogram {
     pub counts: Vec<u64>,
 }
 
+/// Ceph's `osd.op_w_latency` perf counter of one OSD: client writes counted and their summed
+/// latency. Updated by the OSD together with `op_w_latency_in_bytes_histogram` for the same
+/// writes, so `count` equals the histogram's total when both are read at the same instant; it
+/// gives the histogram the `_sum` that Ceph's buckets lack. Only grows until the OSD restarts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencySum {
+    /// Writes counted (`avgcount`).
+    pub count: u64,
+    /// Their latencies added up, in seconds (`sum`).
+    pub seconds: f64,
+}
+
 /// Why two histograms (or one) cannot be combined.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LatencyError {

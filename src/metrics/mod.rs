@@ -9,7 +9,7 @@ use std::time::UNIX_EPOCH;
 use tokio::time::Instant;
 
 use crate::collect::safety::pool_safety;
-use crate::collect::Snapshot;
+use crate::collect::{CollectorName, Snapshot};
 use crate::enforcer::policy::Mode;
 use crate::enforcer::state::Phase;
 use crate::enforcer::EnforcerView;
@@ -101,6 +101,40 @@ pub fn render_with(
         render_enforcer(&mut enc, view);
     }
     enc.finish()
+}
+
+/// What a render depends on besides the snapshot and the enforcer view: which collectors' data is
+/// still fresh at `now` (one bit per collector, in [`CollectorName::ALL`] order). Data only ages:
+/// a rendered body stays right until this changes, so a cache of bodies keys on it. Every use
+/// of `now` in rendering goes through [`Snapshot::fresh`] or [`Snapshot::collector_up`], both
+/// decided by this.
+pub fn freshness(snapshot: &Snapshot, now: Instant) -> u8 {
+    CollectorName::ALL
+        .iter()
+        .enumerate()
+        .fold(0u8, |mask, (i, name)| {
+            let fresh = snapshot
+                .data_at(*name)
+                .is_some_and(|at| now.saturating_duration_since(at) <= snapshot.max_age());
+            if fresh {
+                mask | (1 << i)
+            } else {
+                mask
+            }
+        })
+}
+
+/// The enforcer's families alone, as they appear in [`render_with`]'s output (without the
+/// OpenMetrics `# EOF`): cheap (a few KB), so a cached body can be checked against the view
+/// of this very moment.
+pub fn render_enforcer_section(view: &EnforcerView, format: Format) -> String {
+    let mut enc = Encoder::with_capacity(format, 4 * 1024);
+    render_enforcer(&mut enc, view);
+    let mut text = enc.finish();
+    if let Some(len) = text.strip_suffix("# EOF\n").map(str::len) {
+        text.truncate(len);
+    }
+    text
 }
 
 fn flag(b: bool) -> f64 {
@@ -375,18 +409,19 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         None => {
             enc.family(&Family {
                 name: "ceph_osd_op_w_latency",
-                help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts).",
+                help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts); _sum from the osd.op_w_latency counter of perf dump (same writes).",
                 kind: Kind::Histogram,
                 unit: None,
             });
             for (osd, h) in &lat.per_osd {
-                enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), None);
+                let sum = lat.sums.get(osd).map(|s| s.seconds);
+                enc.histogram(&[("ceph_daemon", osd)], &h.bounds, &h.cumulative(), sum);
             }
         }
         Some(groups) => {
             enc.family(&Family {
                 name: "ceph_osd_op_w_latency",
-                help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is).",
+                help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is); _sum from the OSDs' op_w_latency counters, kept the same way.",
                 kind: Kind::Histogram,
                 unit: None,
             });
@@ -397,7 +432,8 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
                 } else {
                     &[("host", group)]
                 };
-                enc.histogram(labels, &h.bounds, &h.cumulative(), None);
+                let sum = lat.group_sums.as_ref().and_then(|g| g.get(group)).copied();
+                enc.histogram(labels, &h.bounds, &h.cumulative(), sum);
             }
         }
     }

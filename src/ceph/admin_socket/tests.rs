@@ -611,6 +611,15 @@ async fn other_commands_are_refused() {
         vec!["tell", "osd.*", "config", "get", "osd_mclock_profile"],
         vec!["tell", "osd.0", "perf", "histogram", "dump"],
         vec![
+            "tell",
+            "osd.*",
+            "perf",
+            "dump",
+            "osd",
+            "op_w_latency",
+            "extra",
+        ],
+        vec![
             "config",
             "set",
             "osd",
@@ -727,4 +736,40 @@ fn one_line_keeps_strings_intact() {
     // Invalid JSON keeps its content, on one line.
     assert_eq!(one_line(b"{\"a\n b\":\r\n 1}"), b"{\"a  b\":1}");
     assert_eq!(one_line(b""), b"");
+}
+
+/// The latency collector's second command, `perf dump osd op_w_latency`, goes to each socket
+/// with the admin-socket prefix `perf dump` and the filter; the real reply (lab, 16.2.15)
+/// comes back as the CLI would print it and parses to the counter.
+#[tokio::test]
+async fn the_write_latency_counter_is_asked_with_its_filter() {
+    let dir = TempDir::new();
+    let d = fake_daemon(
+        &dir.join("ceph-osd.0.asok"),
+        Behavior::Reply(fixture("asok/osd.0.perf-dump-osd-op_w_latency.json")),
+    );
+    let client = AdminSocketClient::new(&dir.0, SHORT);
+    let (ok, failed) = run_tell(
+        &client,
+        commands::write_latency_sums(),
+        crate::ceph::parse::perf_dump::parse_write_latency_sum,
+    )
+    .await
+    .unwrap();
+    assert!(failed.is_empty());
+    assert_eq!(
+        ok["osd.0"],
+        crate::latency::LatencySum {
+            count: 11662,
+            seconds: 180.544724453
+        }
+    );
+    let sent: serde_json::Value = {
+        let raw = d.requests().remove(0);
+        serde_json::from_slice(raw.strip_suffix(b"\0").unwrap()).unwrap()
+    };
+    assert_eq!(
+        sent,
+        json!({"prefix": "perf dump", "format": "json", "logger": "osd", "counter": "op_w_latency"})
+    );
 }

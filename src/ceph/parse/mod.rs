@@ -15,6 +15,7 @@ pub mod config_value;
 pub mod histogram;
 pub mod osd_dump;
 pub mod osd_tree;
+pub mod perf_dump;
 pub mod pgs;
 pub mod pools;
 pub mod status;
