@@ -363,8 +363,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         keys
     }
 
-    /// Takes a decision's next state, logs its notes and carries out its effects in order.
-    async fn carry_out(&mut self, decision: Decision, obs: &Observation, now: Time) {
+    /// Takes a decision's next state and logs its notes; its effects are the caller's to run.
+    fn adopt(&mut self, decision: Decision) -> Vec<Planned> {
         let Decision {
             effects,
             notes,
@@ -374,7 +374,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         for n in &notes {
             self.log(n);
         }
-        for planned in effects {
+        effects
+    }
+
+    /// Takes a decision's next state, logs its notes and carries out its effects in order.
+    async fn carry_out(&mut self, decision: Decision, obs: &Observation, now: Time) {
+        for planned in self.adopt(decision) {
             self.execute(planned, obs, now).await;
         }
     }
@@ -652,16 +657,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 LogLine::Error(m) => tracing::error!(target: "decision", "{m}"),
             }
         }
-        let Decision {
-            effects,
-            notes,
-            next,
-        } = decision;
-        self.state = next;
-        for n in &notes {
-            self.log(n);
-        }
-        let mut effects = effects.into_iter();
+        let mut effects = self.adopt(decision).into_iter();
         let mut left: Vec<Planned> = Vec::new();
         let mut why_left = String::new();
         while let Some(planned) = effects.next() {
