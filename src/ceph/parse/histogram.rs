@@ -45,15 +45,19 @@ pub fn write_latency_from_value(v: &Value) -> Result<Histogram, ParseError> {
     let root = Path::Root;
     let top = json::as_object(v, &root)?;
     let group_at = root.key(GROUP);
-    let group = match top.get(GROUP) {
-        Some(g) => json::as_object(g, &group_at)?,
-        None => return Err(group_at.missing("an object (the OSD's perf histograms)")),
-    };
+    let group = json::req_object(
+        top,
+        GROUP,
+        &group_at,
+        "an object (the OSD's perf histograms)",
+    )?;
     let hist_at = group_at.key(NAME);
-    let hist = match group.get(NAME) {
-        Some(h) => json::as_object(h, &hist_at)?,
-        None => return Err(hist_at.missing("an object (the write-latency histogram)")),
-    };
+    let hist = json::req_object(
+        group,
+        NAME,
+        &hist_at,
+        "an object (the write-latency histogram)",
+    )?;
     histogram(hist, &hist_at)
 }
 

@@ -445,6 +445,19 @@ pub(crate) fn field<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v Va
 }
 
 /// A required non-negative integer field.
+/// The object under `key` of `obj`; `at` is that field's path, `what` names it when absent.
+pub(crate) fn req_object<'v>(
+    obj: &'v Map<String, Value>,
+    key: &str,
+    at: &Path<'_>,
+    what: &str,
+) -> Result<&'v Map<String, Value>, ParseError> {
+    match obj.get(key) {
+        Some(v) => as_object(v, at),
+        None => Err(at.missing(what)),
+    }
+}
+
 pub(crate) fn req_u64(
     obj: &Map<String, Value>,
     key: &str,

@@ -33,15 +33,9 @@ pub fn write_latency_sum_from_value(v: &Value) -> Result<LatencySum, ParseError>
     let root = Path::Root;
     let top = json::as_object(v, &root)?;
     let group_at = root.key(GROUP);
-    let group = match top.get(GROUP) {
-        Some(g) => json::as_object(g, &group_at)?,
-        None => return Err(group_at.missing("an object (the OSD's perf counters)")),
-    };
+    let group = json::req_object(top, GROUP, &group_at, "an object (the OSD's perf counters)")?;
     let at = group_at.key(NAME);
-    let counter = match group.get(NAME) {
-        Some(c) => json::as_object(c, &at)?,
-        None => return Err(at.missing("an object {avgcount, sum, avgtime}")),
-    };
+    let counter = json::req_object(group, NAME, &at, "an object {avgcount, sum, avgtime}")?;
     let count = json::req_u64(counter, "avgcount", &at)?;
     let sum_at = at.key("sum");
     let seconds = match counter.get("sum") {

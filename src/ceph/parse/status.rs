@@ -144,10 +144,7 @@ pub fn from_value(v: &Value) -> Result<ClusterStatus, ParseError> {
     let health = health(top, &root)?;
 
     let pgmap_at = root.key("pgmap");
-    let pgmap = match top.get("pgmap") {
-        Some(p) => json::as_object(p, &pgmap_at)?,
-        None => return Err(pgmap_at.missing("an object")),
-    };
+    let pgmap = json::req_object(top, "pgmap", &pgmap_at, "an object")?;
     let pgs_by_state = pgs_by_state(pgmap, &pgmap_at)?;
 
     let (num_osds, num_up_osds, num_in_osds) = osd_counts(top, &root)?;
