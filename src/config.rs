@@ -12,6 +12,7 @@ use crate::ceph::cli::CliSettings;
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{BaselineSpec, LadderPolicy, Mode, Policy};
 use crate::latency::aggregate::Grouping;
+use crate::lease::LeaseConfig;
 use crate::settings::{
     ceph_words, ConfigError, FileConfig, Flags, LatencySource, LogFormat, Merged, Origin, ServeMode,
 };
@@ -39,6 +40,16 @@ pub struct Settings {
     /// Host mode: where the local OSDs' admin sockets are, and the host label.
     pub asok_dir: PathBuf,
     pub host_name: Option<String>,
+    /// Enforce mode: where the lease lives and its durations.
+    pub lease: LeaseSettings,
+}
+
+/// The enforcer's lease (one active instance per cluster).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseSettings {
+    /// `None`: the first of `.mgr`, `device_health_metrics` that exists.
+    pub pool: Option<String>,
+    pub config: LeaseConfig,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +133,9 @@ impl Settings {
                 })
             }
         };
+        let lease = resolve_lease(&m)?;
         Ok(Settings {
+            lease,
             policy,
             listen_address: listen_address.0,
             telemetry_path,
@@ -148,6 +161,24 @@ impl Settings {
             host_name: m.host_name.get()?.0,
         })
     }
+}
+
+fn resolve_lease(m: &Merged) -> Result<LeaseSettings, ConfigError> {
+    let (pool, pool_origin) = m.lease_pool.get()?;
+    if let Some(p) = pool.as_deref() {
+        if p.trim().is_empty() || p.chars().any(char::is_whitespace) {
+            return Err(invalid(&pool_origin, format!("lease pool {p:?} is not a pool name: give an existing pool (e.g. .mgr), or leave it unset for the default")));
+        }
+    }
+    let (duration, origin) = m.lease_duration.get()?;
+    let (renew, _) = m.lease_renew_deadline.get()?;
+    let (retry, _) = m.lease_retry_period.get()?;
+    let config = LeaseConfig::new(duration.0, renew.0, retry.0)
+        .map_err(|e| invalid(&origin, e.to_string()))?;
+    Ok(LeaseSettings {
+        pool: pool.filter(|p| !p.is_empty()),
+        config,
+    })
 }
 
 fn resolve_ladder(

@@ -152,6 +152,17 @@ impl Rig {
     fn with_policy(p: Policy, state: EnforcerState, wall: f64, fixed: Option<f64>) -> Self {
         let actor = FakeActor::default();
         actor.set_by_hand("osd_mclock_profile", "balanced");
+        Self::with_actor(p, state, wall, fixed, actor)
+    }
+
+    /// On the cluster `actor` stands for (several rigs can share one: several instances).
+    fn with_actor(
+        p: Policy,
+        state: EnforcerState,
+        wall: f64,
+        fixed: Option<f64>,
+        actor: FakeActor,
+    ) -> Self {
         let cluster = Cluster::new(actor.clone());
         let collector = Collector::new(
             cluster.client.clone(),
@@ -181,7 +192,8 @@ impl Rig {
     /// `cycles` collection cycles in `state`, each followed by an enforcer step.
     async fn play(&mut self, state: ClusterState, slow: bool, cycles: u32) {
         for _ in 0..cycles {
-            tokio::time::advance(INTERVAL).await;
+            // A sleep, not `advance`: other tasks' timers (the lease's renewals) fire in order.
+            tokio::time::sleep(INTERVAL).await;
             self.cluster.set_state(state, slow);
             let snapshot = self.collector.collect_once().await;
             self.enforcer.step(&snapshot).await;
@@ -1047,4 +1059,382 @@ async fn observe_mode_changes_nothing_at_exit() {
     rig.enforcer.shut_down().await;
     assert!(rig.commands().is_empty(), "{:?}", rig.commands());
     let _ = std::fs::remove_file(&file);
+}
+
+// ------------------------------------------------------------------------------------------
+// The lease (issue 12, points 1 and 2): one active enforcer per cluster, its state stored with
+// the lease. Several instances share one cluster (one FakeActor: one config database and OSD
+// map) and one lease store (FakeCluster: the lock and the state object).
+// ------------------------------------------------------------------------------------------
+
+use ceph_recovery_budget::lease::fake::{FakeCluster, FakeLockStore};
+use ceph_recovery_budget::lease::{task, LeaseConfig};
+
+fn lease_config() -> LeaseConfig {
+    LeaseConfig::new(
+        Duration::from_secs(6),
+        Duration::from_secs(4),
+        Duration::from_secs(1),
+    )
+    .expect("valid")
+}
+
+/// An instance with its own (empty) local directory, on the shared cluster and lease.
+fn instance(p: Policy, actor: &FakeActor, store: FakeLockStore) -> Rig {
+    instance_at(p, actor, store, 1.8e9)
+}
+
+/// Started at wall-clock time `wall` (one timeline for instances started one after another).
+fn instance_at(p: Policy, actor: &FakeActor, store: FakeLockStore, wall: f64) -> Rig {
+    let rig = Rig::with_actor(
+        p,
+        EnforcerState::default(),
+        wall,
+        Some(0.010),
+        actor.clone(),
+    );
+    Rig {
+        enforcer: rig.enforcer.with_lease(task::spawn(store, lease_config())),
+        ..rig
+    }
+}
+
+/// Cycles of two instances side by side on one cluster.
+async fn play_both(a: &mut Rig, b: &mut Rig, state: ClusterState, slow: bool, cycles: u32) {
+    for _ in 0..cycles {
+        tokio::time::sleep(INTERVAL).await;
+        for rig in [&mut *a, &mut *b] {
+            rig.cluster.set_state(state, slow);
+            let snapshot = rig.collector.collect_once().await;
+            rig.enforcer.step(&snapshot).await;
+        }
+    }
+}
+
+fn stored(cluster: &FakeCluster) -> EnforcerState {
+    let store = cluster.instance("reader");
+    let bytes = futures_read(&store);
+    EnforcerState::from_bytes(&bytes, "fake").expect("stored state parses")
+}
+
+fn futures_read(store: &FakeLockStore) -> Vec<u8> {
+    use ceph_recovery_budget::lease::LockStore;
+    let fut = store.read_state();
+    // The fake answers at once; no runtime needed beyond one poll.
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => r.expect("read").expect("a state was stored"),
+        std::task::Poll::Pending => panic!("the fake store answers at once"),
+    }
+}
+
+use std::future::Future;
+
+#[tokio::test(start_paused = true)]
+async fn two_instances_on_one_cluster_only_the_leader_changes_it_and_the_operators_profile_comes_back(
+) {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let mut a = instance(
+        rung2_policy(&temp_state("lease-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut b = instance(
+        rung2_policy(&temp_state("lease-b")),
+        &actor,
+        cluster.instance("b"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(cluster.holder().map(|h| h.instance), Some("a".to_string()));
+
+    // The sequence of the issue: a rebalance with slow writes, both instances watching.
+    play_both(&mut a, &mut b, ClusterState::Rebalance, true, 14).await;
+    let cmds = actor.commands();
+    assert_eq!(
+        cmds.iter()
+            .filter(|c| c.contains("high_client_ops"))
+            .count(),
+        1,
+        "one throttle, by the leader alone: {cmds:?}"
+    );
+    assert_eq!(a.enforcer.state().ladder.rung, 2, "{cmds:?}");
+    {
+        let v = b.enforcer.shared();
+        let v = v.lock().unwrap();
+        assert_eq!(v.phase, Phase::Standby);
+        assert_eq!(v.leader, Some(false));
+        assert!(
+            v.lease_holder.as_deref().unwrap_or("").starts_with("a "),
+            "{:?}",
+            v.lease_holder
+        );
+        assert!(v.applied.is_empty(), "a standby shows nothing as its own");
+    }
+    // What the leader must hand back is stored with the lease.
+    let s = stored(&cluster);
+    assert_eq!(
+        s.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+
+    // Recovery over: the leader restores; the operator's `balanced` is back, no limit left.
+    play_both(&mut a, &mut b, ClusterState::Healthy, false, 8).await;
+    let db = actor.db.lock().unwrap().clone();
+    assert_eq!(
+        db.get("osd_mclock_profile").map(String::as_str),
+        Some("balanced"),
+        "{db:?}"
+    );
+    assert!(
+        !db.contains_key("osd_mclock_scheduler_background_recovery_lim"),
+        "{db:?}"
+    );
+    let standby_cmds: Vec<String> = actor.commands();
+    assert!(
+        standby_cmds.iter().all(|c| !c.is_empty()),
+        "sanity: {standby_cmds:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_leader_dies_at_rung_2_and_a_standby_with_an_empty_disk_restores_exactly_the_operators_settings(
+) {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let before = actor.db.lock().unwrap().clone();
+    let t0 = tokio::time::Instant::now();
+    let file_a = temp_state("dies-a");
+    let mut a = instance(rung2_policy(&file_a), &actor, cluster.instance("a"));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    up_to_rung2(&mut a).await;
+    assert_ne!(
+        *actor.db.lock().unwrap(),
+        before,
+        "rung 2 changed the cluster"
+    );
+    // SIGKILL: no hand-back, no release; its local file goes with its node.
+    drop(a);
+    let _ = std::fs::remove_file(&file_a);
+
+    let file_b = temp_state("dies-b");
+    let wall = 1.8e9 + t0.elapsed().as_secs_f64();
+    let mut b = instance_at(rung2_policy(&file_b), &actor, cluster.instance("b"), wall);
+    // Standby until the dead leader's lock expires (6 s), then it takes over.
+    b.play(ClusterState::Rebalance, true, 1).await;
+    let took_over = b.enforcer.shared().lock().unwrap().leader;
+    assert_eq!(took_over, Some(true));
+    let cmds_before = actor.commands().len();
+    // Recovery ends: B restores what A changed, from the state A stored before each change.
+    b.play(ClusterState::Healthy, false, 8).await;
+    let log: Vec<String> = b
+        .enforcer
+        .shared()
+        .lock()
+        .unwrap()
+        .decisions
+        .iter()
+        .map(|d| d.message.clone())
+        .collect();
+    assert_eq!(
+        *actor.db.lock().unwrap(),
+        before,
+        "{:?} {log:#?}",
+        commands_since(&b, cmds_before)
+    );
+    let s = stored(&cluster);
+    assert!(s.original.is_empty() && s.applied.is_none(), "{s:?}");
+    let _ = std::fs::remove_file(&file_b);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_clears_the_pause_flags_the_dead_one_set() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let mut a = instance(
+        pause_policy(&temp_state("pause-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    for _ in 0..24 {
+        if !a.enforcer.state().flags_set.is_empty() {
+            break;
+        }
+        a.play(ClusterState::Rebalance, true, 1).await;
+    }
+    assert!(
+        !actor.flags_now().is_empty(),
+        "paused: {:?}",
+        actor.commands()
+    );
+    // The flags were stored with the lease before they were set.
+    assert!(!stored(&cluster).flags_set.is_empty());
+    drop(a);
+    let mut b = instance(
+        pause_policy(&temp_state("pause-b")),
+        &actor,
+        cluster.instance("b"),
+    );
+    b.play(ClusterState::Rebalance, true, 1).await;
+    assert!(
+        actor.flags_now().is_empty(),
+        "the new leader unset them at takeover: {:?}",
+        actor.commands()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_state_cannot_be_stored_changes_nothing_and_says_why() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let store = cluster.instance("a");
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("refuse")),
+        &actor,
+        store.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.play(ClusterState::Healthy, false, 2).await;
+    store.set_refuse_writes(true);
+    a.play(ClusterState::Rebalance, true, 8).await;
+    assert!(
+        !actor.commands().iter().any(|c| c.contains("config set")),
+        "{:?}",
+        actor.commands()
+    );
+    let failed: Vec<String> = a
+        .enforcer
+        .shared()
+        .lock()
+        .unwrap()
+        .decisions
+        .iter()
+        .filter(|d| d.event == "ACTION_FAILED")
+        .map(|d| d.message.clone())
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .any(|m| m.contains("could not be stored first in fake/ceph-recovery-budget.lease")),
+        "{failed:?}"
+    );
+    // Storage back: the throttle goes through (after the retry backoff).
+    store.set_refuse_writes(false);
+    a.play(ClusterState::Rebalance, true, 8).await;
+    assert!(
+        actor
+            .commands()
+            .contains(&"config set osd osd_mclock_profile high_client_ops".to_string()),
+        "{:?}",
+        actor.commands()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_leader_stops_changing_the_cluster_and_the_other_takes_over() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let store_a = cluster.instance("a");
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("part-a")),
+        &actor,
+        store_a.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut b = instance(
+        policy(Mode::Enforce, &temp_state("part-b")),
+        &actor,
+        cluster.instance("b"),
+    );
+    play_both(&mut a, &mut b, ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    // A loses the cluster for the lease (its Ceph commands still work: the worst case).
+    store_a.set_partitioned(true);
+    play_both(&mut a, &mut b, ClusterState::Healthy, false, 8).await;
+    assert_eq!(a.enforcer.shared().lock().unwrap().phase, Phase::Standby);
+    assert_eq!(b.enforcer.shared().lock().unwrap().leader, Some(true));
+    // B restored the operator's profile from A's stored state; A did nothing more.
+    assert_eq!(
+        actor.commands(),
+        [
+            "config set osd osd_mclock_profile high_client_ops",
+            "config set osd osd_mclock_profile balanced"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_run_loop_logs_gaining_and_losing_the_lease_naming_both_holders() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    let a = instance(
+        policy(Mode::Enforce, &temp_state("log-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    let b = instance(
+        policy(Mode::Enforce, &temp_state("log-b")),
+        &actor,
+        cluster.instance("b"),
+    );
+    let (shared_a, shared_b) = (a.enforcer.shared(), b.enforcer.shared());
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (stop_a_tx, stop_a) = tokio::sync::watch::channel(false);
+    let (_stop_b_tx, stop_b) = tokio::sync::watch::channel(false);
+    let task_a = tokio::spawn(a.enforcer.run(snap_rx.clone(), stop_a));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let task_b = tokio::spawn(b.enforcer.run(snap_rx, stop_b));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A clean exit releases: B takes over at its next try, naming A.
+    stop_a_tx.send(true).unwrap();
+    task_a.await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = |s: &ceph_recovery_budget::enforcer::Shared| -> Vec<String> {
+        s.lock()
+            .unwrap()
+            .decisions
+            .iter()
+            .map(|d| d.message.clone())
+            .collect()
+    };
+    let la = lines(&shared_a);
+    let lb = lines(&shared_b);
+    assert!(
+        la.iter().any(
+            |m| m.starts_with("LEASE_ACQUIRED: lease acquired by a, previous holder none seen")
+        ),
+        "{la:?}"
+    );
+    assert!(
+        la.iter()
+            .any(|m| m.starts_with("LEASE_LOST: lease lost by a") && m.contains("released")),
+        "{la:?}"
+    );
+    assert!(
+        lb.iter()
+            .any(|m| m
+                .starts_with("STANDBY: standby: b does not hold the lease, held by a (client.")),
+        "{lb:?}"
+    );
+    assert!(
+        lb.iter()
+            .any(|m| m
+                .starts_with("LEASE_ACQUIRED: lease acquired by b, previous holder a (client.")),
+        "{lb:?}"
+    );
+    task_b.abort();
 }

@@ -22,6 +22,7 @@ fn prepare_lab() {
     for flag in ["noout", "nobackfill", "norecover"] {
         ceph(&["osd", "unset", flag]);
     }
+    forget_lease();
     lab(&["wait-clean", "300"]);
     lab(&["fill"]);
 }
@@ -264,6 +265,7 @@ fn start_enforcer_with(mode: &str, state_file: &std::path::Path, extra: &[&str])
         "--enforcer.state-file",
         state_file.to_str().unwrap_or_default(),
     ];
+    args.extend_from_slice(&SHORT_LEASE);
     args.extend_from_slice(extra);
     Exporter::start(&args)
 }

@@ -136,7 +136,11 @@ pub enum Outcome {
     Simulated,
     /// Not run: the state file could not be written first. For a config change, the keys read
     /// back afterwards (`None`: the read failed).
-    NotSaved { read_back: Option<ReadBack> },
+    NotSaved {
+        read_back: Option<ReadBack>,
+        /// Why, as the rest of "not changing the cluster: ...".
+        why: String,
+    },
     /// A config change ran: `Err` is the first failed command's error; after a failure the keys
     /// are read back (`None`: the read failed).
     Config {

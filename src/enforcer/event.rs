@@ -62,6 +62,12 @@ decision_events! {
     RecoveryStarted => "RECOVERY_STARTED",
     Suspended => "SUSPENDED",
     Verified => "VERIFIED",
+    /// This instance took the lease: it acts from now on, from the state stored with it.
+    LeaseAcquired => "LEASE_ACQUIRED",
+    /// This instance stopped holding the lease (renew deadline, taken, released).
+    LeaseLost => "LEASE_LOST",
+    /// Another instance holds the lease; this one watches.
+    Standby => "STANDBY",
 }
 
 impl std::fmt::Display for DecisionEvent {

@@ -42,6 +42,8 @@ use tokio::sync::watch;
 use crate::collect::Snapshot;
 use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
+use crate::lease::task::Link;
+use crate::lease::LeaseEvent;
 use crate::units::fmt_secs;
 pub use actor::{Actor, CephActor};
 pub use decide::decide;
@@ -51,7 +53,7 @@ pub use event::{DecisionEvent, DecisionRecord};
 pub use observation::Observation;
 pub use outcome::{apply_outcome, AfterEffect};
 pub use policy::{BaselineSpec, Mode, OnExit, Policy};
-pub use state::{EnforcerState, Time};
+pub use state::{EnforcerState, Phase, Time};
 pub use view::EnforcerView;
 
 /// Wall-clock time for the pure code and the log. The tokio-based clock advances with tokio's
@@ -121,6 +123,15 @@ pub struct Enforcer<A, K> {
     external_p99: Option<watch::Receiver<Option<ExternalP99>>>,
     /// The last cycle's observation, for the log lines of a pause ended between cycles.
     last_obs: Option<Observation>,
+    /// Enforce mode: the lease; this instance acts only while it holds it, and keeps its state
+    /// in the cluster next to it (the state file is then a cache).
+    lease: Option<Link>,
+    /// The lease term (see `lease::task::Status::term`) whose stored state this instance read
+    /// and continues from; another term means the state must be read again first.
+    memory_loaded: Option<u64>,
+    /// The operator's originals as last stored: a change whose originals are not all there is
+    /// stored first, even when `decide` planned none (its earlier store failed).
+    stored_original: BTreeMap<String, Option<String>>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -136,6 +147,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         log_style: LogStyle,
     ) -> Self {
         let shared = Arc::new(Mutex::new(EnforcerView::new(&policy)));
+        let stored_original = state.original.clone();
         Self {
             window: LatencyWindow::new(policy.latency_window),
             learner: LatencyWindow::new(policy.learn_window),
@@ -151,7 +163,25 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             persist: true,
             external_p99: None,
             last_obs: None,
+            lease: None,
+            memory_loaded: None,
+            stored_original,
         }
+    }
+
+    /// Act only while holding `link`'s lease, with the state stored next to it.
+    pub fn with_lease(mut self, link: Link) -> Self {
+        if let Ok(mut v) = self.shared.lock() {
+            v.set_lease(Some(&link.status()), link.instance(), link.location());
+        }
+        self.lease = Some(link);
+        self
+    }
+
+    /// Whether this instance may change the cluster now: no lease (observe mode, tests), or
+    /// the lease held and renewed within its renew deadline.
+    fn may_act(&self) -> bool {
+        self.lease.as_ref().is_none_or(Link::acting)
     }
 
     /// Judge by the p99 a Prometheus poller publishes (`--latency.source prometheus`). An answer
@@ -195,9 +225,29 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    /// Writes the state file; false when it could not be written.
-    fn persist(&self, what: &str) -> bool {
+    /// Writes the state where it lives: with a lease, the lease object first (refused by the
+    /// cluster unless this instance holds the lock), then the local file as a cache; without,
+    /// the state file. False when the authoritative copy could not be written.
+    async fn persist(&mut self, what: &str) -> bool {
         if !self.persist {
+            return true;
+        }
+        let stored = self.persist_where(what).await;
+        if stored {
+            self.stored_original = self.state.original.clone();
+        }
+        stored
+    }
+
+    async fn persist_where(&self, what: &str) -> bool {
+        if let Some(link) = &self.lease {
+            if let Err(e) = self.persist_to_lease(link).await {
+                tracing::error!(target: "decision", error = %e, "cannot store the enforcer state in {} ({what}); changes that need it first are not made", link.location());
+                return false;
+            }
+            if let Err(e) = self.state.save(&self.policy.state_file) {
+                tracing::debug!(error = %e, "the local cache of the enforcer state was not written ({what}); the copy in the cluster is the one that counts");
+            }
             return true;
         }
         match self.state.save(&self.policy.state_file) {
@@ -210,6 +260,19 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
                 false
             }
+        }
+    }
+
+    async fn persist_to_lease(&self, link: &Link) -> Result<(), String> {
+        let until = link
+            .acting_until()
+            .filter(|_| link.acting())
+            .ok_or_else(|| "this instance does not hold the lease now".to_string())?;
+        let bytes = self.state.to_bytes().map_err(|e| e.to_string())?;
+        // Never past the right to act: a write answered later would not be ours to count on.
+        match tokio::time::timeout_at(until, link.memory().write(&bytes)).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("no answer before this instance's renew deadline".to_string()),
         }
     }
 
@@ -384,6 +447,44 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
+    /// Why an effect may not run: this instance does not hold the lease, or what must be stored
+    /// first could not be. `None`: go ahead.
+    async fn not_allowed(
+        &mut self,
+        persist_first: Option<&'static str>,
+        effect: &Effect,
+    ) -> Option<String> {
+        if !self.may_act() {
+            return Some(
+                "this instance does not hold the lease now (another instance acts, or it could not renew in time)"
+                    .to_string(),
+            );
+        }
+        // A config change whose originals an earlier (failed) store did not take: store first.
+        let uncovered = matches!(effect, Effect::Config(_))
+            && self
+                .state
+                .original
+                .iter()
+                .any(|(k, v)| self.stored_original.get(k) != Some(v));
+        let why =
+            persist_first
+                .or(uncovered
+                    .then_some("before acting (the operator's originals are not stored yet)"))?;
+        // What the effect changes is remembered before it is made.
+        self.state = outcome::remember_first(std::mem::take(&mut self.state), effect);
+        if self.persist(why).await {
+            return None;
+        }
+        let place = match &self.lease {
+            Some(link) => link.location().to_string(),
+            None => self.policy.state_file.display().to_string(),
+        };
+        Some(format!(
+            "what it changes could not be stored first in {place}, and a change the enforcer cannot remember making would never be undone"
+        ))
+    }
+
     /// Runs one effect (nothing in observe mode, nothing when what it needs on disk could not
     /// be written) and takes in its result through `apply_outcome`. True when it failed.
     async fn execute(&mut self, planned: Planned, obs: &Observation, now: Time) -> bool {
@@ -393,15 +494,13 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         } = planned;
         let outcome = if self.policy.mode != Mode::Enforce {
             Outcome::Simulated
-        } else if !persist_first.is_none_or(|why| {
-            self.state = outcome::remember_first(std::mem::take(&mut self.state), &effect);
-            self.persist(why)
-        }) {
+        } else if let Some(why) = self.not_allowed(persist_first, &effect).await {
             Outcome::NotSaved {
                 read_back: match &effect {
-                    Effect::Config(a) => self.read_back(a).await,
+                    Effect::Config(a) if self.may_act() => self.read_back(a).await,
                     _ => None,
                 },
+                why,
             }
         } else {
             self.run_effect(&effect).await
@@ -417,7 +516,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.state = after.next;
         let persist = after.persist.map(|p| (p.why, p.before_logging));
         if let Some((why, true)) = persist {
-            let _ = self.persist(why);
+            let _ = self.persist(why).await;
         }
         if let Some(e) = &after.took_anyway {
             tracing::warn!(target: "decision", error = %e, "the command failed but the cluster shows the new values: counted as done");
@@ -444,7 +543,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
         }
         if let Some((why, false)) = persist {
-            let _ = self.persist(why);
+            let _ = self.persist(why).await;
         }
         after.failed
     }
@@ -521,10 +620,32 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    /// One cycle: observe, decide, act, log, persist.
+    /// One cycle: observe, decide, act, log, persist. With a lease, only while holding it (a
+    /// standby only watches), and only once the state stored with the lease was read.
     pub async fn step(&mut self, snapshot: &Snapshot) {
         let mono = tokio::time::Instant::now();
         let now = self.clock.now();
+        if self.lease.is_some() && !self.may_act() {
+            self.standby_cycle(snapshot, mono, now);
+            return;
+        }
+        let term = self.lease.as_ref().map(Link::term);
+        if self.lease.is_some() && self.memory_loaded != term {
+            if let Err(why) = self.take_over().await {
+                let mut obs = self.observe(snapshot, mono, now);
+                obs.stale = Some(why.clone());
+                if self.state.holding.as_deref() != Some(why.as_str()) {
+                    tracing::error!(target: "decision", "HOLD: {why}");
+                    self.state.holding = Some(why);
+                }
+                if let Ok(mut v) = self.shared.lock() {
+                    v.update(&self.policy, &obs, &self.state, now);
+                    v.phase = Phase::Holding;
+                }
+                self.last_obs = Some(obs);
+                return;
+            }
+        }
         // What is on disk now; observing may already change it (a learned baseline).
         let initial = self.state.clone();
         let mut obs = self.observe(snapshot, mono, now);
@@ -532,12 +653,126 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         let decision = decide(&self.policy, &obs, &self.state, now);
         self.carry_out(decision, &obs, now).await;
         if !self.state.persistent_eq(&initial) {
-            let _ = self.persist("after the cycle");
+            let _ = self.persist("after the cycle").await;
         }
+        self.publish(&obs, now);
+        self.last_obs = Some(obs);
+    }
+
+    /// The view after a cycle, with the lease's standing.
+    fn publish(&self, obs: &Observation, now: Time) {
         if let Ok(mut v) = self.shared.lock() {
-            v.update(&self.policy, &obs, &self.state, now);
+            v.update(&self.policy, obs, &self.state, now);
+            if let Some(link) = &self.lease {
+                v.set_lease(Some(&link.status()), link.instance(), link.location());
+            }
+        }
+    }
+
+    /// Standby: keep the latency windows fed (a takeover then judges at once) and show the
+    /// cluster, but no decision and no state of our own: the leader's is the one that counts.
+    fn standby_cycle(&mut self, snapshot: &Snapshot, mono: tokio::time::Instant, now: Time) {
+        let obs = self.observe(snapshot, mono, now);
+        if let Ok(mut v) = self.shared.lock() {
+            v.update(&self.policy, &obs, &EnforcerState::default(), now);
+            v.phase = Phase::Standby;
+            if let Some(link) = &self.lease {
+                v.set_lease(Some(&link.status()), link.instance(), link.location());
+            }
         }
         self.last_obs = Some(obs);
+    }
+
+    /// Just took the lease: the state stored with it is the one to continue from (the previous
+    /// leader wrote it before each change); none stored yet, this instance's file (a first
+    /// start with the lease, or an upgrade) is written there. Then, as at any start, the pause
+    /// flags recorded as ours are cleared. `Err`: nothing may be changed yet, and why.
+    async fn take_over(&mut self) -> Result<(), String> {
+        let Some(link) = &self.lease else {
+            return Ok(());
+        };
+        let location = link.location().to_string();
+        let link_term = link.term();
+        let read = match link.acting_until() {
+            Some(until) => tokio::time::timeout_at(until, link.memory().read())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(crate::lease::LeaseError::Failed {
+                        op: "reading the enforcer state",
+                        object: location.clone(),
+                        detail: "no answer before the renew deadline".into(),
+                    })
+                }),
+            None => return Err("this instance does not hold the lease now".into()),
+        };
+        match read {
+            Ok(Some(bytes)) => match EnforcerState::from_bytes(&bytes, &location) {
+                Ok(stored) => {
+                    let summary = summarize(&stored);
+                    self.stored_original = stored.original.clone();
+                    self.state = stored;
+                    tracing::info!(target: "decision", "state read from {location}: {summary}");
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "the enforcer state stored in {location} cannot be read ({e}); nothing is changed until it can: inspect it with `rados -p {} get {} -`, restore by hand what it lists, then remove it",
+                        location.split('/').next().unwrap_or(""),
+                        location.rsplit('/').next().unwrap_or("")
+                    ))
+                }
+            },
+            Ok(None) => {
+                tracing::info!(target: "decision", "no enforcer state stored in {location} yet: starting from this instance's ({})", summarize(&self.state));
+                if !self.persist("first state stored with the lease").await {
+                    return Err(format!("cannot store the enforcer state in {location} yet"));
+                }
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the enforcer state stored in {location} ({e}); nothing is changed until it can be read"
+                ))
+            }
+        }
+        self.memory_loaded = Some(link_term);
+        self.state.holding = None;
+        self.clear_own_flags("TAKEOVER").await;
+        self.state = decide::at_start(std::mem::take(&mut self.state));
+        Ok(())
+    }
+
+    /// A lease event: one decision-log line naming both holders.
+    fn on_lease_event(&mut self, event: LeaseEvent) {
+        let kind = match &event {
+            // The next acting cycle reads the stored state again (a new term).
+            LeaseEvent::Acquired { .. } => DecisionEvent::LeaseAcquired,
+            LeaseEvent::Lost { .. } => DecisionEvent::LeaseLost,
+            LeaseEvent::Standby { .. } => DecisionEvent::Standby,
+        };
+        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        let message = match &event {
+            LeaseEvent::Acquired { .. } => format!(
+                "{}: {event}; it acts from now on, from the state stored in the lease object",
+                kind.as_str()
+            ),
+            LeaseEvent::Lost { .. } => format!(
+                "{}: {event}; this instance changes nothing from now on",
+                kind.as_str()
+            ),
+            LeaseEvent::Standby { .. } => format!(
+                "{}: {event}; this instance only watches and exports",
+                kind.as_str()
+            ),
+        };
+        let record = ctx::Ctx::new(&self.policy, &obs, self.clock.now()).record(kind, message);
+        self.log(&record);
+        if let Some(link) = &self.lease {
+            if let Ok(mut v) = self.shared.lock() {
+                v.set_lease(Some(&link.status()), link.instance(), link.location());
+                if !link.acting() {
+                    v.phase = Phase::Standby;
+                }
+            }
+        }
     }
 
     /// The pause slice reached the maximum share of its period before the next cycle came.
@@ -546,10 +781,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
         let decision = flags::end_slice(&self.policy, &self.state, now);
         self.carry_out(decision, &obs, now).await;
-        let _ = self.persist("after ending a pause slice");
-        if let Ok(mut v) = self.shared.lock() {
-            v.update(&self.policy, &obs, &self.state, now);
-        }
+        let _ = self.persist("after ending a pause slice").await;
+        self.publish(&obs, now);
     }
 
     async fn perform(&self, action: &Action) -> Result<(), String> {
@@ -588,11 +821,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     ) {
         if let Ok(mut v) = self.shared.lock() {
             v.update_mode_only(&self.policy, &self.state);
+            if self.lease.is_some() {
+                v.phase = Phase::Standby;
+            }
         }
-        // A pause the last run left behind never outlives it; "below the bound since" from
-        // before a restart is not evidence for going down now.
-        self.clear_own_flags("START").await;
-        self.state = decide::at_start(std::mem::take(&mut self.state));
+        let mut lease_events = self.lease.as_mut().and_then(Link::take_events);
+        if self.lease.is_none() {
+            // A pause the last run left behind never outlives it; "below the bound since" from
+            // before a restart is not evidence for going down now. (With a lease: at takeover.)
+            self.clear_own_flags("START").await;
+            self.state = decide::at_start(std::mem::take(&mut self.state));
+        }
         loop {
             // The pause ends on time even when a cycle is late (a slow collection).
             let deadline = self
@@ -600,13 +839,27 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 .ladder
                 .pause
                 .as_ref()
+                .filter(|_| self.may_act())
                 .and_then(|p| p.deadline(&self.policy.ladder.pause))
                 .map(|d| Duration::from_secs_f64((d - self.clock.now()).max(0.0)));
+            let next_event = async {
+                match lease_events.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 changed = snapshots.changed() => if changed.is_err() { break },
                 _ = tokio::time::sleep(self.interval) => {}
                 _ = tokio::time::sleep(deadline.unwrap_or(Duration::MAX)), if deadline.is_some() => {
                     self.end_pause_slice().await;
+                    continue;
+                }
+                event = next_event => {
+                    match event {
+                        Some(e) => self.on_lease_event(e),
+                        None => lease_events = None,
+                    }
                     continue;
                 }
                 _ = shutdown.changed() => break,
@@ -618,6 +871,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             self.step(&snapshot).await;
         }
         self.shut_down().await;
+        if let Some(rx) = lease_events.as_mut() {
+            // Lines of the release itself, if it came in time.
+            if let Some(link) = self.lease.as_mut() {
+                link.release(Duration::from_secs(5)).await;
+            }
+            while let Ok(e) = rx.try_recv() {
+                self.on_lease_event(e);
+            }
+        }
     }
 
     /// SHUTDOWN (SIGTERM, SIGINT): hands back what `decide::on_exit` says (pause flags, rung-2
@@ -626,6 +888,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// then is logged with the commands to run by hand; the state file keeps its originals.
     pub async fn shut_down(&mut self) {
         const WHEN: &str = "SHUTDOWN";
+        if self.lease.is_some()
+            && (!self.may_act() || self.memory_loaded != self.lease.as_ref().map(Link::term))
+        {
+            tracing::info!(target: "decision", "enforcer stopped; this instance did not hold the lease, so it had nothing to hand back");
+            return;
+        }
         let limit = self.policy.exit_timeout;
         let deadline = tokio::time::Instant::now() + limit;
         let mut obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
@@ -689,7 +957,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             tracing::error!(target: "decision", "{WHEN}: {why_left}: {}; the state file keeps the operator's originals for the next start. Run by hand: {}", what.join("; "), cmds.join("; "));
         }
         if !self.state.persistent_eq(&initial) {
-            let _ = self.persist("at shutdown");
+            let _ = self.persist("at shutdown").await;
         }
         if let Ok(mut v) = self.shared.lock() {
             v.update_mode_only(&self.policy, &self.state);
@@ -707,6 +975,45 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 tracing::info!(target: "decision", "enforcer stopped; nothing it set is left on the cluster")
             }
         }
+    }
+}
+
+/// What a stored state holds, for the takeover line: what to hand back later.
+fn summarize(state: &EnforcerState) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = state.applied.as_ref().filter(|a| !a.simulated) {
+        let held: Vec<String> = a.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.push(format!(
+            "holds {} (rung {})",
+            held.join(", "),
+            state.ladder.rung
+        ));
+    }
+    if !state.original.is_empty() {
+        let orig: Vec<String> = state
+            .original
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(unset)")))
+            .collect();
+        parts.push(format!("operator's originals {}", orig.join(", ")));
+    }
+    if !state.flags_set.is_empty() {
+        let flags: Vec<&str> = state.flags_set.iter().map(String::as_str).collect();
+        parts.push(format!(
+            "pause flags set by the enforcer: {}",
+            flags.join(", ")
+        ));
+    }
+    if state.ladder.paused_seconds > 0.0 {
+        parts.push(format!(
+            "paused {} in this recovery so far",
+            fmt_secs(state.ladder.paused_seconds)
+        ));
+    }
+    if parts.is_empty() {
+        "nothing set by the enforcer".to_string()
+    } else {
+        parts.join("; ")
     }
 }
 

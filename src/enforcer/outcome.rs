@@ -123,11 +123,8 @@ fn config_outcome(
     let mut took_anyway = None;
     let (result, read_back): (Result<(), String>, Option<&ReadBack>) = match outcome {
         Outcome::Simulated => (Ok(()), None),
-        Outcome::NotSaved { read_back } => (
-            Err(format!(
-                "not changing the cluster: the operator's original values could not be saved to {}",
-                policy.state_file.display()
-            )),
+        Outcome::NotSaved { read_back, why } => (
+            Err(format!("not changing the cluster: {why}")),
             read_back.as_ref(),
         ),
         Outcome::Config { result: Ok(()), .. } => (Ok(()), None),
@@ -296,17 +293,11 @@ fn pause_outcome(
         return after;
     }
     let (failed, take_back): (Option<String>, &[FlagResult]) = match outcome {
-        Outcome::NotSaved { .. } => {
+        Outcome::NotSaved { why, .. } => {
             for f in flags {
                 after.next.flags_set.remove(f);
             }
-            (
-                Some(format!(
-                    "not pausing: the state file {} cannot be written, and a flag the enforcer cannot remember setting could stay set",
-                    policy.state_file.display()
-                )),
-                &[],
-            )
+            (Some(format!("not pausing: {why}")), &[])
         }
         Outcome::Flags { set, unset } => (
             set.iter()

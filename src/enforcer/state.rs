@@ -93,10 +93,13 @@ pub enum Phase {
     Overridden,
     /// Observations stale or failing: no action on old data.
     Holding,
+    /// Another instance holds the lease and acts; this one only watches (never persisted: the
+    /// view shows it, the state keeps its own phase).
+    Standby,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Idle,
         Phase::Watching,
         Phase::Breached,
@@ -105,6 +108,7 @@ impl Phase {
         Phase::Settling,
         Phase::Overridden,
         Phase::Holding,
+        Phase::Standby,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -117,6 +121,7 @@ impl Phase {
             Phase::Settling => "settling",
             Phase::Overridden => "overridden",
             Phase::Holding => "holding",
+            Phase::Standby => "standby",
         }
     }
 }
@@ -215,10 +220,7 @@ impl EnforcerState {
     /// Loads the state file; a missing file is a fresh state.
     pub fn load(path: &Path) -> Result<Self, StateFileError> {
         match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateFileError::Parse {
-                path: path.display().to_string(),
-                source,
-            }),
+            Ok(bytes) => Self::from_bytes(&bytes, &path.display().to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(StateFileError::Read {
                 path: path.display().to_string(),
@@ -233,8 +235,21 @@ impl EnforcerState {
             path: path.display().to_string(),
             source,
         };
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
+        let bytes = self.to_bytes().map_err(|e| err(std::io::Error::other(e)))?;
         crate::atomic_file::write(path, &bytes).map_err(err)
+    }
+
+    /// The stored form, in the file and in the lease object alike (readable with `rados get`).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(self)
+    }
+
+    /// The stored form read back from `place` (named in the error).
+    pub fn from_bytes(bytes: &[u8], place: &str) -> Result<Self, StateFileError> {
+        serde_json::from_slice(bytes).map_err(|source| StateFileError::Parse {
+            path: place.to_string(),
+            source,
+        })
     }
 
     /// The part worth persisting changed (notes and phase alone do not need a write).

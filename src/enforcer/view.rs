@@ -61,6 +61,18 @@ pub struct EnforcerView {
     pub paused_seconds: f64,
     /// Flags the enforcer set and has not unset yet.
     pub flags_set: Vec<String>,
+    /// Enforce mode: this instance holds the lease and acts (`Some(false)`: standby); `None`
+    /// without a lease (observe mode).
+    pub leader: Option<bool>,
+    /// This instance, as the lease names it.
+    pub lease_instance: Option<String>,
+    /// `pool/object` of the lease and the stored state.
+    pub lease_location: Option<String>,
+    /// The other holder seen, while standby.
+    pub lease_holder: Option<String>,
+    /// The lease's last failure (cleared by a success), and its reason.
+    pub lease_error: Option<String>,
+    pub lease_error_reason: Option<&'static str>,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -105,6 +117,12 @@ impl EnforcerView {
             paused: false,
             paused_seconds: 0.0,
             flags_set: Vec::new(),
+            leader: None,
+            lease_instance: None,
+            lease_location: None,
+            lease_holder: None,
+            lease_error: None,
+            lease_error_reason: None,
             // Every event at 0 from the start, so that `increase()` sees the first.
             decisions_total: DecisionEvent::ALL
                 .iter()
@@ -122,6 +140,25 @@ impl EnforcerView {
             self.decisions.pop_front();
         }
         self.decisions.push_back(r);
+    }
+
+    /// The lease's standing (`None`: no lease).
+    pub fn set_lease(
+        &mut self,
+        status: Option<&crate::lease::task::Status>,
+        instance: &str,
+        location: &str,
+    ) {
+        let Some(status) = status else {
+            self.leader = None;
+            return;
+        };
+        self.leader = Some(status.acting(tokio::time::Instant::now()));
+        self.lease_instance = Some(instance.to_string());
+        self.lease_location = Some(location.to_string());
+        self.lease_holder = status.holder.as_ref().map(ToString::to_string);
+        self.lease_error = status.error.clone();
+        self.lease_error_reason = status.error_reason;
     }
 
     pub fn update_mode_only(&mut self, policy: &Policy, state: &EnforcerState) {

@@ -105,6 +105,21 @@ impl StatusReport {
             )),
             None => out.push("enforcer: off".to_string()),
         }
+        let leader = e.and_then(|v| v.get("leader")).and_then(|x| x.as_bool());
+        if let Some(leader) = leader {
+            let location = get_s("lease_location").unwrap_or_default();
+            let problem = get_s("lease_error")
+                .map(|err| format!("; last lease call failed: {err}"))
+                .unwrap_or_default();
+            out.push(if leader {
+                format!("lease: this instance ({}) holds it and acts ({location}){problem}", get_s("lease_instance").unwrap_or_default())
+            } else {
+                format!(
+                    "lease: STANDBY, held by {}; this instance changes nothing ({location}){problem}",
+                    get_s("lease_holder").unwrap_or_else(|| "nobody seen yet".into())
+                )
+            });
+        }
         if e.is_some() {
             let p99 = get_f("p99_seconds")
                 .map(fmt_ms)

@@ -54,6 +54,7 @@ impl FakeCluster {
                 client: format!("client.{id}"),
             },
             partitioned: Arc::new(AtomicBool::new(false)),
+            refuse_writes: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -79,9 +80,15 @@ pub struct FakeLockStore {
     cluster: FakeCluster,
     me: Holder,
     partitioned: Arc<AtomicBool>,
+    refuse_writes: Arc<AtomicBool>,
 }
 
 impl FakeLockStore {
+    /// While set, state writes fail (a full or read-only pool), the lock still works.
+    pub fn set_refuse_writes(&self, refuse: bool) {
+        self.refuse_writes.store(refuse, Ordering::SeqCst);
+    }
+
     pub fn me(&self) -> &Holder {
         &self.me
     }
@@ -149,6 +156,13 @@ impl LockStore for FakeLockStore {
 
     async fn write_state(&self, bytes: &[u8]) -> Result<(), LeaseError> {
         self.reach().await;
+        if self.refuse_writes.load(Ordering::SeqCst) {
+            return Err(LeaseError::Failed {
+                op: "writing the enforcer state",
+                object: OBJECT.to_string(),
+                detail: "refused by the test (ENOSPC)".to_string(),
+            });
+        }
         let now = Instant::now();
         self.cluster.with(|c| {
             if c.holder(now).as_ref() != Some(&self.me) {

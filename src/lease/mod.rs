@@ -23,14 +23,15 @@
 //! - [`Lease`]: one step of the loop (tick, renew or try, observe) over a store under the
 //!   deadlines, and the state calls, refused unless leading.
 //!
-//! Not wired into the enforcer yet: the enforcer's loop is to call [`Lease::step`] every retry
-//! period, check [`Lease::is_leader_now`] before each change, write its state with
-//! [`Lease::write_state`] before each change, and reload it with [`Lease::read_state`] after
-//! every [`LeaseEvent::Acquired`].
+//! - [`task`]: the lease as a task of its own (a step every retry period), and the [`task::Link`]
+//!   the enforcer holds: it checks [`task::Link::acting`] before each change, writes its state
+//!   through [`task::Link::memory`] before each change, and reloads it after every
+//!   [`LeaseEvent::Acquired`].
 
 pub mod fake;
 #[cfg(feature = "librados")]
 pub mod rados;
+pub mod task;
 
 use std::fmt;
 use std::future::Future;

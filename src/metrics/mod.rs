@@ -160,6 +160,11 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     for p in Phase::ALL {
         enc.sample(&[("state", p.as_str())], flag(v.phase == p));
     }
+    enc.family(&gauge(
+        "ceph_recovery_budget_leader",
+        "1 on the instance that holds the enforcer's lease and acts, 0 on a standby (and in observe mode, which changes nothing).",
+    ));
+    enc.sample(&[], flag(v.leader == Some(true)));
     for (name, help, value) in [
         ("ceph_recovery_budget_baseline_seconds", "Client p99 write latency without recovery that the bound is based on.", v.baseline_seconds),
         ("ceph_recovery_budget_bound_seconds", "Client p99 write latency allowed during recovery (multiplier x baseline).", v.bound_seconds),

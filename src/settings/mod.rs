@@ -26,6 +26,7 @@ use crate::enforcer::policy::{
     BaselineSpec, LadderPolicy, Mode, OnExit, Policy, SuspendWhen, MCLOCK_PROFILES,
 };
 use crate::latency::aggregate::Grouping;
+use crate::lease::LeaseConfig;
 
 pub use values::{
     parse_levers, ByteSize, HumanDuration, LatencySource, ListenAddress, LogFormat, LogLevel,
@@ -311,6 +312,38 @@ declare_settings! {
             help: "Where the enforcer keeps the operator's original settings (written atomically)",
             default(Policy::default().state_file => "/var/lib/ceph-recovery-budget/enforcer-state.json"),
             note: "",
+        }
+        lease_pool: String {
+            flag: "enforcer.lease-pool",
+            key: "lease_pool",
+            value_name: "POOL",
+            help: "Enforce mode: the pool of the lease object `ceph-recovery-budget.lease` (one active enforcer per cluster; it holds the enforcer's state too). Unset: `.mgr`, else `device_health_metrics`, the mgr's own small replicated pool that every cluster with a mgr has",
+            default(unset),
+            note: "the cephx user needs `osd 'allow rwx pool=POOL object_prefix ceph-recovery-budget'`",
+        }
+        lease_duration: HumanDuration {
+            flag: "enforcer.lease-duration",
+            key: "lease_duration",
+            value_name: "DURATION",
+            help: "How long the lease lives in the cluster after its holder last renewed it: a standby takes over at most this long (plus a retry period) after the leader died",
+            default(HumanDuration(LeaseConfig::DEFAULT.lease_duration) => "40s"),
+            note: "longer than the renew deadline",
+        }
+        lease_renew_deadline: HumanDuration {
+            flag: "enforcer.lease-renew-deadline",
+            key: "lease_renew_deadline",
+            value_name: "DURATION",
+            help: "A leader that has not renewed the lease for this long stops changing the cluster, before the lease can expire and another instance take over",
+            default(HumanDuration(LeaseConfig::DEFAULT.renew_deadline) => "30s"),
+            note: "shorter than the lease duration, longer than the retry period",
+        }
+        lease_retry_period: HumanDuration {
+            flag: "enforcer.lease-retry-period",
+            key: "lease_retry_period",
+            value_name: "DURATION",
+            help: "How often the leader renews the lease and a standby tries to take it",
+            default(HumanDuration(LeaseConfig::DEFAULT.retry_period) => "5s"),
+            note: "shorter than the renew deadline",
         }
         max_rung: u8 {
             flag: "enforcer.max-rung",

@@ -88,6 +88,28 @@ pub fn ceph(args: &[&str]) {
     );
 }
 
+/// Removes the enforcer's lease object (and with it its lock and stored state) from the lab, so
+/// that an enforce-mode test starts as a first instance would: a test that ended with SIGKILL
+/// leaves the lock held for its lease duration and its state for the next leader.
+pub fn forget_lease() {
+    for pool in [".mgr", "device_health_metrics"] {
+        let _ = Command::new("rados")
+            .args(["-p", pool, "rm", "ceph-recovery-budget.lease"])
+            .envs(lab_env())
+            .output();
+    }
+}
+
+/// Lease durations for lab tests: a killed instance's lock is gone within seconds.
+pub const SHORT_LEASE: [&str; 6] = [
+    "--enforcer.lease-duration",
+    "6s",
+    "--enforcer.lease-renew-deadline",
+    "4s",
+    "--enforcer.lease-retry-period",
+    "1s",
+];
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -19,6 +19,7 @@ use ceph_recovery_budget::enforcer::{
     self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Policy, TokioClock,
 };
 use ceph_recovery_budget::http;
+use ceph_recovery_budget::lease::task::Link;
 use ceph_recovery_budget::settings::{FileConfig, LogFormat, ServeMode};
 
 use super::{finish, fio_baseline, signals, LOG};
@@ -239,10 +240,15 @@ fn start_enforcer<C: Client>(
         plan.notices.iter().for_each(log_notice);
         return Ok(None);
     };
+    // Enforce mode acts only under the lease, and keeps its state with it: the file is a cache.
+    let lease = match policy.mode {
+        enforcer::Mode::Enforce => Some(start_lease(settings)?),
+        _ => None,
+    };
     if save_first {
-        state
-            .save(&policy.state_file)
-            .context("the enforcer in enforce mode must be able to write its state file")?;
+        if let Err(e) = state.save(&policy.state_file) {
+            tracing::warn!(target: LOG, error = %e, "the local cache of the enforcer state cannot be written; the state is kept in the cluster with the lease");
+        }
     }
     plan.notices.iter().for_each(log_notice);
     tracing::info!(
@@ -272,11 +278,52 @@ fn start_enforcer<C: Client>(
         settings.collect_interval,
         style,
     );
+    let enforcer = match lease {
+        Some(link) => enforcer.with_lease(link),
+        None => enforcer,
+    };
     Ok(Some(if persist {
         enforcer
     } else {
         enforcer.without_persistence()
     }))
+}
+
+/// The lease of enforce mode, over a librados connection of its own (the collector's may be
+/// dropped and reopened after a timeout, and a new connection cannot renew the old one's lock).
+#[cfg(feature = "librados")]
+fn start_lease(settings: &Settings) -> anyhow::Result<Link> {
+    use ceph_recovery_budget::ceph::rados::{RadosClient, RadosSettings};
+    use ceph_recovery_budget::lease::rados::{LeasePool, RadosLockStore, DEFAULT_POOLS, OBJECT};
+    let client = RadosClient::new(RadosSettings {
+        conf: settings.ceph.conf.clone(),
+        name: settings.ceph.name.clone(),
+        keyring: settings.ceph.keyring.clone(),
+        timeout: settings.ceph.timeout,
+    });
+    let pool = match &settings.lease.pool {
+        Some(p) => LeasePool::Named(p.clone()),
+        None => LeasePool::Default,
+    };
+    let store = RadosLockStore::new(client, pool);
+    let c = settings.lease.config;
+    tracing::info!(
+        target: "decision",
+        "enforce mode: only the instance holding the lease {OBJECT} in pool {} acts (lease {}, renew deadline {}, retry {}); this instance is {}; it watches as standby until it holds it",
+        settings.lease.pool.clone().unwrap_or_else(|| DEFAULT_POOLS.join(" or ")),
+        humantime::format_duration(c.lease_duration),
+        humantime::format_duration(c.renew_deadline),
+        humantime::format_duration(c.retry_period),
+        ceph_recovery_budget::lease::LockStore::instance(&store),
+    );
+    Ok(ceph_recovery_budget::lease::task::spawn(store, c))
+}
+
+#[cfg(not(feature = "librados"))]
+fn start_lease(_settings: &Settings) -> anyhow::Result<Link> {
+    anyhow::bail!(
+        "enforce mode needs the lease in the cluster (one active enforcer per cluster, its state kept next to it), which is taken over librados, and this binary was built without it: use the container image or `cargo build --release --features librados` (needs librados-dev), or run --enforcer.mode observe"
+    )
 }
 
 /// Each start-up notice, as a log line with its fields.
