@@ -266,6 +266,18 @@ fn resolve_policy(m: &Merged, interval: Duration) -> Result<Policy, ConfigError>
     }
     let ladder = resolve_ladder(m, interval, latency_window)?;
     let (wpq_levers, _) = m.wpq_levers.get()?;
+    let (blind_restore_after, blind_origin) = m.blind_restore_after.get()?;
+    if blind_restore_after.0 < interval * 2 {
+        // One stale cycle is no evidence of blindness (data is stale after three intervals).
+        return Err(invalid(
+            &blind_origin,
+            format!(
+                "blind_restore_after {} must be at least two collection intervals ({} each)",
+                humantime::format_duration(blind_restore_after.0),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
     Ok(Policy {
         mode: m.enforcer_mode.get()?.0,
         baseline: m.baseline.get()?.0,
@@ -285,6 +297,7 @@ fn resolve_policy(m: &Merged, interval: Duration) -> Result<Policy, ConfigError>
         state_file: m.state_file.get()?.0,
         on_exit: m.on_exit.get()?.0,
         exit_timeout: m.exit_timeout.get()?.0 .0,
+        blind_restore_after: blind_restore_after.0,
     })
 }
 
@@ -562,6 +575,24 @@ mod tests {
         };
         let err = resolve("", &flags).unwrap_err().to_string();
         assert!(err.contains("--enforcer.max-rung"), "{err}");
+    }
+
+    #[test]
+    fn blind_restore_after_defaults_to_3m_and_needs_two_intervals() {
+        let s = resolve("", &Flags::default()).unwrap();
+        assert_eq!(s.policy.blind_restore_after, Duration::from_secs(180));
+        let s = resolve("enforcer:\n  blind_restore_after: 10m\n", &Flags::default()).unwrap();
+        assert_eq!(s.policy.blind_restore_after, Duration::from_secs(600));
+        let flags = Flags {
+            blind_restore_after: Some(HumanDuration(Duration::from_secs(20))),
+            ..Flags::default()
+        };
+        let err = resolve("", &flags).unwrap_err().to_string();
+        assert!(
+            err.contains("--enforcer.blind-restore-after")
+                && err.contains("two collection intervals"),
+            "{err}"
+        );
     }
 
     #[test]

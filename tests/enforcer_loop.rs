@@ -1438,3 +1438,246 @@ async fn the_run_loop_logs_gaining_and_losing_the_lease_naming_both_holders() {
     );
     task_b.abort();
 }
+
+// ---- Blind (`--enforcer.blind-restore-after`, 3m by default) and settings found at start.
+
+impl Rig {
+    /// `cycles` collection cycles in which `ceph status` times out (a mon that stopped
+    /// answering): the collector's data goes stale, the enforcer is blind.
+    async fn play_blind(&mut self, cycles: u32) {
+        for _ in 0..cycles {
+            tokio::time::advance(INTERVAL).await;
+            self.cluster.set_state(ClusterState::Rebalance, true);
+            self.cluster.client.set(&commands::status(), Reply::Timeout);
+            let snapshot = self.collector.collect_once().await;
+            self.enforcer.step(&snapshot).await;
+        }
+    }
+
+    fn decision(&self, event: &str) -> Option<String> {
+        let shared = self.enforcer.shared();
+        let v = shared.lock().unwrap();
+        v.decisions
+            .iter()
+            .rev()
+            .find(|d| d.event == event)
+            .map(|d| d.message.clone())
+    }
+}
+
+/// Throttled and pausing (rung 3) during a rebalance, in enforce mode.
+async fn paused_rig(file: &str) -> Rig {
+    let mut rig = Rig::with_policy(
+        pause_policy(file),
+        EnforcerState::default(),
+        1.8e9,
+        Some(0.010),
+    );
+    for _ in 0..24 {
+        if !rig.enforcer.state().flags_set.is_empty() {
+            break;
+        }
+        rig.play(ClusterState::Rebalance, true, 1).await;
+    }
+    assert!(
+        rig.cluster.actor.flags_now().contains("nobackfill"),
+        "paused: {:?}",
+        rig.commands()
+    );
+    assert_eq!(profile(&rig).as_deref(), Some("high_client_ops"));
+    rig
+}
+
+fn profile(rig: &Rig) -> Option<String> {
+    rig.cluster
+        .actor
+        .db
+        .lock()
+        .unwrap()
+        .get("osd_mclock_profile")
+        .cloned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn blind_for_3m_hands_back_the_operators_settings_then_judges_afresh() {
+    let file = temp_state("blind");
+    let mut rig = paused_rig(&file).await;
+    let from = rig.commands().len();
+    // The mon stops answering `ceph status`: the pause ends at once (never paused blind), the
+    // throttle stays for the first 3 minutes (a short outage changes nothing).
+    rig.play_blind(12).await;
+    assert_eq!(
+        commands_since(&rig, from),
+        ["osd unset nobackfill", "osd unset norecover"]
+    );
+    assert!(rig.cluster.actor.flags_now().is_empty());
+    assert_eq!(profile(&rig).as_deref(), Some("high_client_ops"));
+    assert_eq!(rig.enforcer.state().phase, Phase::Holding);
+    // 3 minutes blind: the operator's profile is back, said in one line.
+    rig.play_blind(1).await;
+    assert_eq!(
+        commands_since(&rig, from),
+        [
+            "osd unset nobackfill",
+            "osd unset norecover",
+            "config set osd osd_mclock_profile balanced"
+        ]
+    );
+    assert_eq!(profile(&rig).as_deref(), Some("balanced"));
+    let line = rig.decision("BLIND").expect("a BLIND line");
+    assert!(
+        line.starts_with("BLIND: no fresh data for 3m0s (collector status is down (")
+            && line.ends_with("); restored osd_mclock_profile high_client_ops -> balanced; recovery runs at the operator's settings until the enforcer can see again"),
+        "{line}"
+    );
+    let s = saved(&file);
+    assert!(
+        s.original.is_empty() && s.applied.is_none() && s.flags_set.is_empty(),
+        "nothing left to restore: {s:?}"
+    );
+    // Still blind: nothing more happens.
+    rig.play_blind(20).await;
+    assert_eq!(commands_since(&rig, from).len(), 3, "{:?}", rig.commands());
+    // Seeing again: judged afresh, throttled again once the breach has lasted `for` (1m).
+    rig.play(ClusterState::Rebalance, true, 3).await;
+    assert_eq!(commands_since(&rig, from).len(), 3, "{:?}", rig.commands());
+    rig.play(ClusterState::Rebalance, true, 3).await;
+    assert_eq!(
+        rig.commands().last().map(String::as_str),
+        Some("config set osd osd_mclock_profile high_client_ops"),
+        "{:?}",
+        rig.commands()
+    );
+    assert_eq!(
+        saved(&file).original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blind_restore_that_fails_is_retried_and_keeps_the_originals() {
+    let file = temp_state("blind-fail");
+    let mut rig = paused_rig(&file).await;
+    rig.play_blind(12).await;
+    // Ceph refuses the first `config set` too.
+    rig.cluster
+        .actor
+        .fail_next
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    rig.play_blind(1).await;
+    assert_eq!(profile(&rig).as_deref(), Some("high_client_ops"));
+    let failed = rig.decision("ACTION_FAILED").expect("said");
+    assert!(
+        failed.starts_with("FAILED BLIND: no fresh data for 3m0s")
+            && failed.contains(
+                "attempt 1, retrying in 10s; the state file keeps the operator's originals"
+            ),
+        "{failed}"
+    );
+    assert_eq!(
+        saved(&file).original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    // The retry, a cycle later, takes.
+    rig.play_blind(1).await;
+    assert_eq!(profile(&rig).as_deref(), Some("balanced"));
+    assert!(saved(&file).original.is_empty());
+    let shared = rig.enforcer.shared();
+    assert_eq!(shared.lock().unwrap().action_failures_total, 1);
+    let _ = std::fs::remove_file(&file);
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_mode_says_what_it_would_have_restored_when_blind() {
+    let file = temp_state("blind-observe");
+    let mut rig = Rig::new(Mode::Observe, &file, EnforcerState::default());
+    rig.play(ClusterState::Rebalance, true, 7).await;
+    rig.play_blind(13).await;
+    assert!(rig.commands().is_empty(), "{:?}", rig.commands());
+    let line = rig.decision("BLIND").expect("a BLIND line");
+    assert!(
+        line.starts_with("(observe mode) BLIND: no fresh data for 3m0s")
+            && line.ends_with("would have restored osd_mclock_profile high_client_ops -> balanced; nothing was changed on the cluster"),
+        "{line}"
+    );
+}
+
+/// What an earlier enforcer with a lost state file may have left (a rung-2 limit, `custom`, a
+/// pause flag) is named at start in one line and a metric, and never touched; the list follows
+/// what the cycles read.
+#[tokio::test(start_paused = true)]
+async fn settings_found_at_start_without_a_record_are_named_never_touched() {
+    use ceph_recovery_budget::collect::Snapshot;
+    use ceph_recovery_budget::metrics::{encode::Format, render_enforcer_section};
+
+    let file = temp_state("unowned");
+    let rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    let actor = rig.cluster.actor.clone();
+    actor.set_by_hand("osd_mclock_profile", "custom");
+    actor.set_by_hand("osd_mclock_scheduler_background_recovery_lim", "100");
+    actor.flag_by_hand("nobackfill", true);
+    actor.flag_by_hand("noout", true);
+    let Rig {
+        mut cluster,
+        mut collector,
+        enforcer,
+    } = rig;
+    let shared = enforcer.shared();
+    let (snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(Snapshot::empty(INTERVAL)));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(enforcer.run(snap_rx, stop_rx));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    tokio::task::yield_now().await;
+    let metric = |name: &str| -> bool {
+        let view = shared.lock().unwrap().clone();
+        render_enforcer_section(&view, Format::Text004).contains(&format!(
+            "ceph_recovery_budget_unowned_settings{{{name}}} 1"
+        ))
+    };
+    {
+        let v = shared.lock().unwrap();
+        let found: Vec<&str> = v
+            .decisions
+            .iter()
+            .filter(|d| d.event == "UNOWNED")
+            .map(|d| d.message.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "one line: {:?}", v.decisions);
+        assert!(
+            found[0].starts_with("UNOWNED: found at start, not set by this enforcer (no record), left as they are: nobackfill flag; osd_mclock_profile=custom; osd_mclock_scheduler_background_recovery_lim=100."),
+            "{}",
+            found[0]
+        );
+    }
+    assert!(metric(r#"kind="flag",name="nobackfill""#));
+    assert!(metric(r#"kind="config",name="osd_mclock_profile""#));
+    assert!(metric(
+        r#"kind="config",name="osd_mclock_scheduler_background_recovery_lim""#
+    ));
+    assert!(!metric(r#"kind="flag",name="noout""#), "not a pause flag");
+
+    // The operator unsets nobackfill during a rebalance: the next cycle's read drops it.
+    actor.flag_by_hand("nobackfill", false);
+    tokio::time::advance(INTERVAL).await;
+    cluster.set_state(ClusterState::Rebalance, false);
+    snap_tx
+        .send(Arc::new(collector.collect_once().await))
+        .unwrap();
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!metric(r#"kind="flag",name="nobackfill""#));
+    assert!(metric(r#"kind="config",name="osd_mclock_profile""#));
+
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    assert!(actor.commands().is_empty(), "{:?}", actor.commands());
+    assert_eq!(actor.flags_now(), ["noout".to_string()].into());
+    let db = actor.db.lock().unwrap().clone();
+    assert_eq!(
+        db.get("osd_mclock_profile").map(String::as_str),
+        Some("custom")
+    );
+    let _ = std::fs::remove_file(&file);
+}

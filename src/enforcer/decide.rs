@@ -338,6 +338,67 @@ pub fn on_exit(
     (decision, lines)
 }
 
+/// Whether a blind restore may come this cycle if the data is still stale (the loop then reads
+/// the config database afresh first).
+pub fn blind_restore_due(policy: &Policy, state: &EnforcerState, now: Time) -> bool {
+    state.blind_since.is_some_and(|since| {
+        now - since >= policy.blind_restore_after.as_secs_f64()
+            && !state.original.is_empty()
+            && !state.overridden
+    })
+}
+
+/// Blind (observations stale or failing since `blind_since`) for
+/// `--enforcer.blind-restore-after` while holding settings of the operator's: they go back, as
+/// the mgr prometheus module fails open on a stale cache. A throttle (or a suspension) nobody
+/// watches is not kept: recovery runs at the operator's settings until the enforcer can see and
+/// judge afresh. Never after a hand change (OVERRIDE, now or earlier: hands off); a fresh read
+/// of the config database, when Ceph answered one, shows a change made while blind. The pause
+/// flags need nothing here: they came off when the data went stale (`ladder::end_pause`),
+/// retried every cycle while that fails. The restore itself goes through the change limits and
+/// the retry backoff like any action.
+fn blind_restore(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    notes: &mut Vec<DecisionRecord>,
+    reason: &str,
+) -> Option<Want> {
+    if !blind_restore_due(policy, next, ctx.now) {
+        return None;
+    }
+    let blind_for = ctx.now - next.blind_since.unwrap_or(ctx.now);
+    let by_hand = hand_changed(state, ctx.obs);
+    if !by_hand.is_empty() {
+        notes.push(ctx.record(
+            DecisionEvent::Override,
+            format!(
+                "OVERRIDE: someone changed the setting by hand while the enforcer was blind: {}; the enforcer restores nothing and stops acting until this recovery ends",
+                by_hand.join("; ")
+            ),
+        ));
+        next.overridden = true;
+        return None;
+    }
+    let flags = if next.flags_set.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its pause flags {} did not come off yet: unset again this cycle and every cycle until Ceph takes it",
+            next.flags_set.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
+    Some(Want::new(
+        ActionKind::BlindRestore,
+        changes_back(state, ctx.obs),
+        format!(
+            "no fresh data for {} ({reason}){flags}",
+            fmt_secs(blind_for)
+        ),
+    ))
+}
+
 /// What the policy wants of the config, before the pause flags are worked out from `next`.
 struct Core {
     action: Option<Action>,
@@ -352,14 +413,28 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
     let bound = ctx.bound;
     let mut notes = Vec::new();
 
-    // 7. Never act on old data.
+    // 7. Never act on old data; but never stay throttled blind either (BLIND below).
     if let Some(reason) = &obs.stale {
+        next.blind_since.get_or_insert(now);
         // Said again only when what is down changes, not when its error text does.
         let key = hold_key(reason);
         if state.holding.as_deref() != Some(key.as_str()) {
+            let then = if state.original.is_empty() || state.overridden {
+                String::new()
+            } else {
+                format!(
+                    "; if it stays blind {} in all (--enforcer.blind-restore-after), the operator's settings {}",
+                    fmt_secs(policy.blind_restore_after.as_secs_f64()),
+                    if policy.mode == Mode::Enforce {
+                        "go back"
+                    } else {
+                        "would go back (observe mode)"
+                    }
+                )
+            };
             notes.push(ctx.record(
                 DecisionEvent::Hold,
-                format!("HOLD: {reason}; no action on old data until observations are fresh again"),
+                format!("HOLD: {reason}; no action on old data until observations are fresh again{then}"),
             ));
         }
         // Time not seen does not count towards `for`: the breach starts again when data is back.
@@ -380,12 +455,15 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         );
         next.holding = Some(key);
         next.phase = Phase::Holding;
+        let want = blind_restore(policy, &ctx, state, &mut next, &mut notes, reason);
+        let action = to_action(policy, &ctx, state, &mut next, &mut notes, want);
         return Core {
-            action: None,
+            action,
             notes,
             next,
         };
     }
+    next.blind_since = None;
     if state.holding.is_some() {
         notes.push(ctx.record(
             DecisionEvent::HoldEnded,
@@ -722,6 +800,25 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         check_applied(policy, &ctx, applied, &rung, &mut notes);
     }
 
+    let action = to_action(policy, &ctx, state, &mut next, &mut notes, want);
+    Core {
+        action,
+        notes,
+        next,
+    }
+}
+
+/// What `decide` wants, through the limits: nothing to change, a retry's backoff, the change
+/// limits. The originals of a first change of the episode go into `next`.
+fn to_action(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    notes: &mut Vec<DecisionRecord>,
+    want: Option<Want>,
+) -> Option<Action> {
+    let now = ctx.now;
     let action = want.and_then(|w| {
         let Want {
             kind,
@@ -740,7 +837,10 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         };
         let changes: Vec<Change> = changes
             .into_iter()
-            .filter(|c| !same_setting(&c.from, &c.to) || kind == ActionKind::Restore)
+            .filter(|c| {
+                !same_setting(&c.from, &c.to)
+                    || matches!(kind, ActionKind::Restore | ActionKind::BlindRestore)
+            })
             .collect();
         if changes.is_empty() && kind != ActionKind::Throttle {
             // Already as wanted (the operator's profile is the suspend profile, say): no
@@ -767,7 +867,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
         // The ladder leaves the last change of the hour to SUSPEND and RESTORE.
         let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
-        let wait = limit_wait_reserving(policy, &next, now, reserve);
+        let wait = limit_wait_reserving(policy, next, now, reserve);
         if wait > 0.0 {
             if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
                 notes.push(ctx.record(DecisionEvent::RateLimited,
@@ -797,11 +897,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             }
         }
     }
-    Core {
-        action,
-        notes,
-        next,
-    }
+    action
 }
 
 fn check_applied(

@@ -27,6 +27,9 @@ pub struct Action {
 
 impl Action {
     pub fn describe(&self) -> String {
+        if self.kind == ActionKind::BlindRestore && self.lifecycle.is_none() {
+            return self.blind_line(true);
+        }
         let Some(when) = self.lifecycle else {
             let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
             return format!(
@@ -40,6 +43,27 @@ impl Action {
             return format!("{when}: {}", self.reason);
         }
         format!("{when}: {}; {}", self.handed_back(), self.reason)
+    }
+
+    /// The BLIND line: why (the reason says how long and what is down), what went back, and
+    /// what that means until the enforcer sees again. `done` false: observe mode, nothing was.
+    pub fn blind_line(&self, done: bool) -> String {
+        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+        let what = if changes.is_empty() {
+            "every setting was already the operator's".to_string()
+        } else if done {
+            format!("restored {}", changes.join(", "))
+        } else {
+            format!("would have restored {}", changes.join(", "))
+        };
+        if done {
+            format!("BLIND: {}; {what}; recovery runs at the operator's settings until the enforcer can see again", self.reason)
+        } else {
+            format!(
+                "(observe mode) BLIND: {}; {what}; nothing was changed on the cluster",
+                self.reason
+            )
+        }
     }
 
     /// "restored osd_mclock_profile balanced (was high_client_ops, set by the enforcer)", for

@@ -36,6 +36,8 @@ decision_events! {
     Restore => "RESTORE",
     Escalate => "ESCALATE",
     Descend => "DESCEND",
+    /// Blind for `--enforcer.blind-restore-after`: the operator's originals restored.
+    Blind => "BLIND",
     Pause => "PAUSE",
     Unpause => "UNPAUSE",
     /// A command of an action failed (retried with backoff).
@@ -61,6 +63,9 @@ decision_events! {
     RecoveryFinished => "RECOVERY_FINISHED",
     RecoveryStarted => "RECOVERY_STARTED",
     Suspended => "SUSPENDED",
+    /// At start: pause flags or lever keys on the cluster the enforcer has no record of setting
+    /// (named, never touched).
+    Unowned => "UNOWNED",
     Verified => "VERIFIED",
     /// This instance took the lease: it acts from now on, from the state stored with it.
     LeaseAcquired => "LEASE_ACQUIRED",

@@ -9,8 +9,8 @@
 //! The loop itself only reads, runs effects, logs and writes the state file.
 //!
 //! Modules import only those listed before them, so none imports one that imports it back:
-//! types, pause, policy, observation, event; state; effect; ctx; ladder, flags, baseline;
-//! decide, outcome; view, actor; the loop here.
+//! types, pause, policy, observation, event; state; effect; ctx; ladder, flags, baseline,
+//! unowned; decide, outcome; view, actor; the loop here.
 
 pub mod actor;
 pub mod baseline;
@@ -26,6 +26,7 @@ pub mod pause;
 pub mod policy;
 pub mod state;
 pub mod types;
+pub mod unowned;
 pub mod view;
 
 #[cfg(test)]
@@ -400,16 +401,23 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 .map(|v| v.into_iter().collect())
                 .map_err(|e| e.to_string());
         }
-        if obs.stale.is_none() && involved {
+        // Also while blind when the blind restore is due: a hand change made meanwhile is
+        // never overwritten.
+        let now = self.clock.now();
+        if (obs.stale.is_none() || decide::blind_restore_due(&self.policy, &self.state, now))
+            && involved
+        {
             match self.actor.configured(&self.lever_keys()).await {
                 Ok(values) => {
                     obs.configured = values;
                     obs.configured_known = true;
                 }
                 Err(e) => {
-                    obs.stale = Some(format!(
-                        "cannot read the configured values (ceph config dump): {e}"
-                    ));
+                    let e = format!("cannot read the configured values (ceph config dump): {e}");
+                    obs.stale = Some(match obs.stale.take() {
+                        Some(s) => format!("{s}; {e}"),
+                        None => e,
+                    });
                 }
             }
         }
@@ -655,14 +663,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if !self.state.persistent_eq(&initial) {
             let _ = self.persist("after the cycle").await;
         }
-        self.publish(&obs, now);
+        self.publish(&obs, now, Some(&initial));
         self.last_obs = Some(obs);
     }
 
     /// The view after a cycle, with the lease's standing.
-    fn publish(&self, obs: &Observation, now: Time) {
+    fn publish(&self, obs: &Observation, now: Time, initial: Option<&EnforcerState>) {
         if let Ok(mut v) = self.shared.lock() {
             v.update(&self.policy, obs, &self.state, now);
+            if let Some(initial) = initial {
+                v.refresh_unowned(obs, initial);
+            }
             if let Some(link) = &self.lease {
                 v.set_lease(Some(&link.status()), link.instance(), link.location());
             }
@@ -737,6 +748,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.state.holding = None;
         self.clear_own_flags("TAKEOVER").await;
         self.state = decide::at_start(std::mem::take(&mut self.state));
+        self.name_unowned().await;
         Ok(())
     }
 
@@ -775,6 +787,30 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
+    /// START: what is on the cluster that the state has no record of setting is named (one
+    /// decision-log line, `ceph_recovery_budget_unowned_settings`), never touched.
+    async fn name_unowned(&mut self) {
+        let flags = self.actor.flags().await.map_err(|e| e.to_string());
+        let keys = self.lever_keys();
+        let configured = self
+            .actor
+            .configured(&keys)
+            .await
+            .map_err(|e| e.to_string());
+        let now = self.clock.now();
+        let (found, record, warnings) =
+            unowned::at_start(&self.policy, &flags, &configured, &self.state, now);
+        for w in &warnings {
+            tracing::warn!(target: "decision", "{w}");
+        }
+        if let Some(r) = &record {
+            self.log(r);
+        }
+        if let Ok(mut v) = self.shared.lock() {
+            v.unowned = found;
+        }
+    }
+
     /// The pause slice reached the maximum share of its period before the next cycle came.
     async fn end_pause_slice(&mut self) {
         let now = self.clock.now();
@@ -782,7 +818,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         let decision = flags::end_slice(&self.policy, &self.state, now);
         self.carry_out(decision, &obs, now).await;
         let _ = self.persist("after ending a pause slice").await;
-        self.publish(&obs, now);
+        self.publish(&obs, now, None);
     }
 
     async fn perform(&self, action: &Action) -> Result<(), String> {
@@ -831,6 +867,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             // before a restart is not evidence for going down now. (With a lease: at takeover.)
             self.clear_own_flags("START").await;
             self.state = decide::at_start(std::mem::take(&mut self.state));
+            self.name_unowned().await;
         }
         loop {
             // The pause ends on time even when a cycle is late (a slow collection).

@@ -153,6 +153,7 @@ fn config_outcome(
     let mut failed = false;
     match &result {
         Ok(()) if policy.mode == Mode::Enforce => rec.performed = true,
+        Ok(()) if action.kind == ActionKind::BlindRestore => rec.message = action.blind_line(false),
         Ok(()) => rec.message = format!("(observe mode) would {}", rec.message),
         Err(e) if action.lifecycle.is_some() => {
             // Stopping: no retry, but the commands that finish the job by hand.
@@ -173,11 +174,21 @@ fn config_outcome(
                 .map_or(0, |r| r.attempts)
                 + 1;
             rec.event = DecisionEvent::ActionFailed.as_str().to_string();
-            rec.message = format!(
-                "FAILED {}: {e}; attempt {attempts}, retrying in {}",
-                action.describe(),
-                fmt_secs(retry_delay(attempts))
-            );
+            rec.message = if action.kind == ActionKind::BlindRestore {
+                // Nothing went back: the originals stay remembered for the next attempt.
+                format!(
+                    "FAILED BLIND: {}; could not restore {}: {e}; attempt {attempts}, retrying in {}; the state file keeps the operator's originals",
+                    action.reason,
+                    action.changes.iter().map(|c| c.describe()).collect::<Vec<_>>().join(", "),
+                    fmt_secs(retry_delay(attempts))
+                )
+            } else {
+                format!(
+                    "FAILED {}: {e}; attempt {attempts}, retrying in {}",
+                    action.describe(),
+                    fmt_secs(retry_delay(attempts))
+                )
+            };
             failed = true;
         }
     }
@@ -511,7 +522,8 @@ fn apply_result(
                     Phase::Suspended
                 };
             }
-            // Back to the operator's values (Restore, Resume, or a wpq suspension).
+            // Back to the operator's values (Restore, Resume, BlindRestore, or a wpq
+            // suspension). A blind restore leaves the phase alone: still holding.
             _ => {
                 state.applied = None;
                 state.original.clear();

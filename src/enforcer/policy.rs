@@ -147,6 +147,9 @@ pub struct Policy {
     /// How long the exit may take to hand it back; shorter than the manifest's
     /// `terminationGracePeriodSeconds`, so the process is never killed half-way.
     pub exit_timeout: Duration,
+    /// Blind (observations stale or failing) for this long: the operator's originals go back,
+    /// as the mgr prometheus module fails open on a stale cache; judged afresh once it sees.
+    pub blind_restore_after: Duration,
 }
 
 /// The escalation ladder above the throttle (issue #7).
@@ -206,6 +209,7 @@ impl Default for Policy {
             ladder: LadderPolicy::default(),
             on_exit: OnExit::Restore,
             exit_timeout: Duration::from_secs(20),
+            blind_restore_after: Duration::from_secs(180),
         }
     }
 }

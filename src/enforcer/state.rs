@@ -24,6 +24,9 @@ pub enum ActionKind {
     Escalate,
     /// p99 well below the bound: one rung (or step) down.
     Descend,
+    /// Blind for `--enforcer.blind-restore-after`: the operator's originals back while the
+    /// enforcer cannot see (retried like any action; the episode is judged afresh afterwards).
+    BlindRestore,
 }
 
 impl ActionKind {
@@ -36,6 +39,7 @@ impl ActionKind {
             ActionKind::Restore => DecisionEvent::Restore,
             ActionKind::Escalate => DecisionEvent::Escalate,
             ActionKind::Descend => DecisionEvent::Descend,
+            ActionKind::BlindRestore => DecisionEvent::Blind,
         }
     }
 
@@ -191,6 +195,10 @@ pub struct EnforcerState {
     /// OSD map flags (nobackfill, norecover) the enforcer set and has not seen unset yet. Written
     /// to the state file *before* they are set, so that a restart clears them.
     pub flags_set: BTreeSet<String>,
+    /// Since when observations have been stale or failing without a break (not a hold for
+    /// someone else's flags: then the enforcer sees). Kept across a restart: time nobody
+    /// watched counts towards `--enforcer.blind-restore-after`.
+    pub blind_since: Option<Time>,
     /// The pause share of the last PAUSE line in the decision log: each slice at the same share
     /// is counted and logged at debug level only, so the log stays readable. Not persisted.
     #[serde(skip)]
@@ -263,6 +271,7 @@ impl EnforcerState {
             && self.recovery_active == other.recovery_active
             && self.flags_set == other.flags_set
             && self.ladder == other.ladder
+            && self.blind_since == other.blind_since
     }
 }
 

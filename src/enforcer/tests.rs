@@ -593,6 +593,7 @@ proptest! {
         let mut state = EnforcerState::default();
         let mut now = T0;
         let mut change_times: Vec<Time> = Vec::new();
+        let mut stale_since: Option<Time> = None;
         for (i, (obs, gap)) in seq.iter().enumerate() {
             now += f64::from(*gap);
             let d = decide(&p, obs, &state, now);
@@ -605,9 +606,20 @@ proptest! {
             if obs.stale.is_some() || !obs.recovery_active() || risk {
                 prop_assert!(!state.ladder.pause.as_ref().is_some_and(|p| p.paused), "{:?}", state.ladder);
             }
+            // How long the enforcer has been blind without a break.
+            stale_since = match (&obs.stale, stale_since) {
+                (Some(_), None) => Some(now),
+                (Some(_), s) => s,
+                (None, _) => None,
+            };
             if let Some(a) = d.action().cloned() {
-                // 7: never on stale data.
-                prop_assert!(obs.stale.is_none());
+                // 7: never on stale data, but the operator's settings back after
+                // blind_restore_after (BLIND).
+                if obs.stale.is_some() {
+                    prop_assert_eq!(a.kind, ActionKind::BlindRestore);
+                    let blind_for = now - stale_since.unwrap_or(now);
+                    prop_assert!(blind_for >= p.blind_restore_after.as_secs_f64(), "{blind_for}");
+                }
                 let at_risk = match p.suspend_when {
                     SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
                     SuspendWhen::PoolAtMinSize => !obs.pools_at_min_size.is_empty(),
@@ -787,4 +799,287 @@ fn exit_in_observe_mode_changes_nothing() {
     assert!(sim.state.applied.is_some(), "a simulated throttle");
     let (d, _) = on_exit(&sim.policy, &at_exit(&sim), &sim.state, T0 + 2000.0);
     assert!(d.effects.is_empty(), "{:?}", d.effects);
+}
+
+// ---- Blind (`--enforcer.blind-restore-after`): nothing held while the enforcer cannot see.
+
+fn blind(reason: &str) -> Observation {
+    Observation {
+        stale: Some(reason.into()),
+        ..recovering(50.0)
+    }
+}
+
+/// The message the decision log shows for `a` once carried out (`Err`: it failed).
+fn logged(p: &Policy, state: &EnforcerState, a: &Action, result: Result<(), String>) -> String {
+    let o = match result {
+        Ok(()) => Outcome::done(),
+        Err(e) => Outcome::failed(e),
+    };
+    super::outcome::apply_outcome(
+        p,
+        &Observation::quiet(),
+        state.clone(),
+        &Effect::Config(a.clone()),
+        &o,
+        T0,
+    )
+    .records[0]
+        .message
+        .clone()
+}
+
+#[test]
+fn blind_for_3m_restores_the_operators_profile_and_says_why_in_one_line() {
+    let mut sim = Sim::new(Policy {
+        min_interval: Duration::from_secs(60),
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    assert_eq!(sim.state.phase, Phase::Throttled);
+    // Blind: HOLD at once, nothing for the first 3 minutes (a short outage changes nothing).
+    let obs = blind("collector status is down (ceph status: Error ETIMEDOUT)");
+    assert!(sim.run(&obs, 180).is_empty());
+    let hold = sim.notes.iter().rev().find(|n| n.event == "HOLD").unwrap();
+    assert!(
+        hold.message.ends_with("if it stays blind 3m0s in all (--enforcer.blind-restore-after), the operator's settings go back"),
+        "{}",
+        hold.message
+    );
+    let state_before = sim.state.clone();
+    let actions = sim.run(&obs, 15);
+    assert_eq!(actions.len(), 1, "at 3m0s blind");
+    let a = &actions[0];
+    assert_eq!(a.kind, ActionKind::BlindRestore);
+    assert_eq!(
+        logged(&sim.policy, &state_before, a, Ok(())),
+        "BLIND: no fresh data for 3m0s (collector status is down (ceph status: Error ETIMEDOUT)); restored osd_mclock_profile high_client_ops -> balanced; recovery runs at the operator's settings until the enforcer can see again"
+    );
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string()))
+    );
+    assert!(sim.state.original.is_empty() && sim.state.applied.is_none());
+    assert_eq!(sim.state.phase, Phase::Holding, "still blind");
+    assert_eq!(sim.state.ladder.rung, 0);
+    // Still blind: nothing more to do.
+    assert!(sim.run(&obs, 600).is_empty());
+    // Seeing again, it judges afresh: a new breach, a throttle only after `for` (15m).
+    assert!(sim.run(&recovering(50.0), 14 * 60).is_empty());
+    let again = sim.run(&recovering(50.0), 2 * 60);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].kind, ActionKind::Throttle);
+    assert_eq!(
+        sim.state.original.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string()))
+    );
+}
+
+#[test]
+fn a_blind_restore_gives_back_rung_2_limits_and_wpq_levers_together() {
+    let p = policy();
+    let state = EnforcerState {
+        original: BTreeMap::from([
+            (MCLOCK_PROFILE_KEY.to_string(), Some("balanced".to_string())),
+            (
+                "osd_mclock_scheduler_background_recovery_lim".to_string(),
+                None,
+            ),
+            ("osd_max_backfills".to_string(), Some("3".to_string())),
+        ]),
+        applied: Some(Applied {
+            kind: ActionKind::Throttle,
+            values: BTreeMap::from([
+                (MCLOCK_PROFILE_KEY.to_string(), "custom".to_string()),
+                (
+                    "osd_mclock_scheduler_background_recovery_lim".to_string(),
+                    "100".to_string(),
+                ),
+                ("osd_max_backfills".to_string(), "1".to_string()),
+            ]),
+            at: T0,
+            simulated: false,
+            verified: true,
+            not_taken: Vec::new(),
+            effective: Some(false),
+        }),
+        ladder: LadderState {
+            rung: 2,
+            ..LadderState::default()
+        },
+        blind_since: Some(T0 - 200.0),
+        ..EnforcerState::default()
+    };
+    let mut obs = blind("collector latency is down (timeout)");
+    // The config database as the enforcer left it, read afresh.
+    obs.configured = BTreeMap::from([
+        (MCLOCK_PROFILE_KEY.to_string(), Some("custom".to_string())),
+        (
+            "osd_mclock_scheduler_background_recovery_lim".to_string(),
+            Some("100".to_string()),
+        ),
+        ("osd_max_backfills".to_string(), Some("1".to_string())),
+    ]);
+    assert!(blind_restore_due(&p, &state, T0));
+    let d = decide(&p, &obs, &state, T0);
+    let a = d.action().expect("a blind restore");
+    let back: Vec<String> = a.changes.iter().map(Change::describe).collect();
+    assert_eq!(
+        back,
+        [
+            "osd_max_backfills 1 -> 3",
+            "osd_mclock_profile custom -> balanced",
+            "osd_mclock_scheduler_background_recovery_lim 100 -> (unset)",
+        ]
+    );
+    let next = outcome(&p, d.next.clone(), a, Ok(()), T0);
+    assert!(
+        next.original.is_empty() && next.applied.is_none(),
+        "{next:?}"
+    );
+    assert_eq!(next.ladder.rung, 0);
+}
+
+#[test]
+fn a_failed_blind_restore_keeps_the_originals_and_retries_with_backoff() {
+    let p = Policy {
+        min_interval: Duration::from_secs(1),
+        ..policy()
+    };
+    let mut sim = Sim::new(p.clone());
+    sim.run(&recovering(50.0), 16 * 60);
+    let mut obs = blind("collector status is down (ceph status: Error ETIMEDOUT)");
+    obs.configured = sim.configured.clone();
+    let mut state = sim.state.clone();
+    let mut now = sim.now;
+    let mut attempts_at = Vec::new();
+    let mut first_failure = None;
+    for _ in 0..(600 / 5) {
+        now += 5.0;
+        let d = decide(&p, &obs, &state, now);
+        state = d.next.clone();
+        if let Some(a) = d.action().cloned() {
+            attempts_at.push(now);
+            if first_failure.is_none() {
+                first_failure = Some(logged(&p, &state, &a, Err("Error ETIMEDOUT".into())));
+            }
+            state = outcome(&p, state, &a, Err("Error ETIMEDOUT".into()), now);
+        }
+    }
+    let gaps: Vec<f64> = attempts_at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, vec![10.0, 20.0, 40.0, 80.0, 160.0], "{attempts_at:?}");
+    assert_eq!(
+        state.original.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string())),
+        "the originals stay for the next attempt"
+    );
+    let said = first_failure.unwrap();
+    assert!(
+        said.starts_with("FAILED BLIND: no fresh data for 3m0s (collector status is down")
+            && said.contains("could not restore osd_mclock_profile high_client_ops -> balanced: Error ETIMEDOUT; attempt 1, retrying in 10s; the state file keeps the operator's originals"),
+        "{said}"
+    );
+}
+
+#[test]
+fn blind_during_the_rate_limit_restores_once_the_limit_allows() {
+    // Default limits: 5m between changes; the throttle was 15 s before the data went stale.
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 15 * 60 + 15);
+    assert_eq!(sim.actions.len(), 1);
+    let throttled_at = sim.actions[0].0;
+    let actions = sim.run(&blind("collector status is down (timeout)"), 10 * 60);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(
+        sim.actions[1].0 - throttled_at,
+        300.0,
+        "5m after the throttle"
+    );
+    let deferred = sim
+        .notes
+        .iter()
+        .find(|n| n.event == "RATE_LIMITED")
+        .expect("said");
+    assert!(
+        deferred.message.starts_with("BLIND deferred 1m"),
+        "{}",
+        deferred.message
+    );
+}
+
+#[test]
+fn blind_never_overwrites_a_hand_change_nor_acts_after_an_override() {
+    let mut sim = Sim::new(Policy {
+        min_interval: Duration::from_secs(60),
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    // While blind, someone sets the profile by hand; the fresh read shows it.
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("high_recovery_ops".into()));
+    assert!(sim
+        .run(&blind("collector status is down (timeout)"), 20 * 60)
+        .is_empty());
+    let o = sim
+        .notes
+        .iter()
+        .find(|n| n.event == "OVERRIDE")
+        .expect("said");
+    assert!(
+        o.message.contains("while the enforcer was blind: osd_mclock_profile is high_recovery_ops (we set high_client_ops, the original was balanced)"),
+        "{}",
+        o.message
+    );
+    assert!(sim.state.overridden);
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_recovery_ops".to_string()))
+    );
+}
+
+#[test]
+fn someone_elses_pause_is_no_blindness_and_nothing_held_is_nothing_to_restore() {
+    let mut sim = Sim::new(Policy {
+        min_interval: Duration::from_secs(60),
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    // The enforcer sees fine: an operator's nobackfill makes it hold, not restore.
+    let paused_by_hand = Observation {
+        osd_flags: Some(["nobackfill".to_string()].into()),
+        ..recovering(50.0)
+    };
+    assert!(sim.run(&paused_by_hand, 20 * 60).is_empty());
+    assert_eq!(sim.state.phase, Phase::Holding);
+    assert!(sim.state.blind_since.is_none());
+    // Blind with nothing of the operator's changed: nothing to do, however long.
+    let mut idle = Sim::new(policy());
+    assert!(idle
+        .run(&blind("collector status is down"), 3600)
+        .is_empty());
+    assert_eq!(
+        idle.events().iter().filter(|e| **e == "HOLD").count(),
+        1,
+        "{:?}",
+        idle.events()
+    );
+    assert!(!idle.notes[0].message.contains("blind-restore-after"));
+}
+
+#[test]
+fn observe_mode_says_what_it_would_have_restored() {
+    let p = Policy {
+        mode: Mode::Observe,
+        min_interval: Duration::from_secs(60),
+        ..policy()
+    };
+    let mut sim = Sim::new(p.clone());
+    sim.run(&recovering(50.0), 16 * 60);
+    let before = sim.state.clone();
+    let actions = sim.run(&blind("collector status is down (timeout)"), 4 * 60);
+    assert_eq!(actions.len(), 1);
+    assert_eq!(
+        logged(&p, &before, &actions[0], Ok(())),
+        "(observe mode) BLIND: no fresh data for 3m0s (collector status is down (timeout)); would have restored osd_mclock_profile high_client_ops -> balanced; nothing was changed on the cluster"
+    );
 }

@@ -11,6 +11,7 @@ use super::observation::Observation;
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState, Phase};
 use super::types::Time;
+use super::unowned::{self, Unowned};
 
 pub const KEEP_DECISIONS: usize = 200;
 
@@ -73,6 +74,9 @@ pub struct EnforcerView {
     /// The lease's last failure (cleared by a success), and its reason.
     pub lease_error: Option<String>,
     pub lease_error_reason: Option<&'static str>,
+    /// Pause flags and lever keys on the cluster the enforcer has no record of setting: found
+    /// at start, refreshed by each cycle that reads them; never touched.
+    pub unowned: Vec<Unowned>,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -123,6 +127,7 @@ impl EnforcerView {
             lease_holder: None,
             lease_error: None,
             lease_error_reason: None,
+            unowned: Vec::new(),
             // Every event at 0 from the start, so that `increase()` sees the first.
             decisions_total: DecisionEvent::ALL
                 .iter()
@@ -177,6 +182,12 @@ impl EnforcerView {
         self.pause_share = state.ladder.pause.as_ref().map_or(0.0, |p| p.share);
         self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
         self.flags_set = state.flags_set.iter().cloned().collect();
+    }
+
+    /// The settings found without a record, from what a cycle read (`obs`) and the state the
+    /// cycle started from.
+    pub fn refresh_unowned(&mut self, obs: &Observation, state_before: &EnforcerState) {
+        self.unowned = unowned::refresh(&self.unowned, obs, state_before);
     }
 
     pub fn update(&mut self, policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) {

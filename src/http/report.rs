@@ -243,6 +243,26 @@ impl StatusReport {
                 names.join(", ")
             ));
         }
+        if let Some(found) = e
+            .and_then(|v| v.get("unowned"))
+            .and_then(|f| f.as_array())
+            .filter(|f| !f.is_empty())
+        {
+            let names: Vec<String> = found
+                .iter()
+                .map(|u| {
+                    let name = u.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                    match u.get("value").and_then(|v| v.as_str()) {
+                        Some(v) => format!("{name}={v}"),
+                        None => format!("{name} flag"),
+                    }
+                })
+                .collect();
+            out.push(format!(
+                "on the cluster with no record of the enforcer setting them (left as they are): {}",
+                names.join("; ")
+            ));
+        }
         if !self.collectors_down.is_empty() {
             out.push(format!(
                 "collectors down: {}",
@@ -314,6 +334,27 @@ mod tests {
         );
         assert!(
             text.contains("OSD map flags set by the enforcer: nobackfill, norecover"),
+            "{text}"
+        );
+        assert!(!text.contains("no record"), "{text}");
+    }
+
+    #[test]
+    fn settings_found_without_a_record_are_named() {
+        let r = StatusReport {
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "holding", "multiplier": 2.0,
+                "unowned": [
+                    {"kind": "flag", "name": "nobackfill", "value": null},
+                    {"kind": "config", "name": "osd_mclock_profile", "value": "custom"}
+                ],
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(
+            text.contains("on the cluster with no record of the enforcer setting them (left as they are): nobackfill flag; osd_mclock_profile=custom"),
             "{text}"
         );
     }

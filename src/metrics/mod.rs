@@ -259,6 +259,13 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     for f in &v.flags_set {
         enc.sample(&[("flag", f)], 1.0);
     }
+    enc.family(&gauge(
+        "ceph_recovery_budget_unowned_settings",
+        "1 for each pause flag (kind=flag) or lever key in the config database (kind=config) found on the cluster that the enforcer has no record of setting; it never touches them.",
+    ));
+    for u in &v.unowned {
+        enc.sample(&[("kind", u.kind.as_str()), ("name", u.name.as_str())], 1.0);
+    }
 }
 
 fn render_status(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {

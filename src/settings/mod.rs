@@ -433,6 +433,14 @@ declare_settings! {
             check: check_exit_timeout,
             note: "1s to 5m; below terminationGracePeriodSeconds",
         }
+        blind_restore_after: HumanDuration {
+            flag: "enforcer.blind-restore-after",
+            key: "blind_restore_after",
+            value_name: "DURATION",
+            help: "When the enforcer has had no fresh data this long (a collector down, Ceph or Prometheus not answering), it restores the operator's settings it holds (profile, recovery limits, wpq levers), as the mgr prometheus module fails open on a stale cache; it judges afresh once it can see again",
+            default(HumanDuration(Policy::default().blind_restore_after) => "3m"),
+            note: "at least two intervals",
+        }
     }
     (root) heading "" {
         mode: ServeMode {
