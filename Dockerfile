@@ -62,7 +62,9 @@ ENV CEPH_RECOVERY_BUDGET_CONFIG=/etc/ceph-recovery-budget/config.yml
 VOLUME ["/var/lib/ceph-recovery-budget"]
 USER 10001:10001
 EXPOSE 9939
+# Plain HTTP, else HTTPS (with --web.config.file; the certificate is not checked here, and
+# /-/healthy needs no password): plain HTTP on the TLS port is answered 400 at once.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9939/-/healthy', timeout=4)"]
+    CMD ["python3", "-c", "import ssl, urllib.request as u\nfor url in ('http://127.0.0.1:9939/-/healthy', 'https://127.0.0.1:9939/-/healthy'):\n    try:\n        u.urlopen(url, timeout=4, context=ssl._create_unverified_context()); raise SystemExit(0)\n    except OSError: pass\nraise SystemExit(1)"]
 ENTRYPOINT ["/usr/local/bin/ceph-recovery-budget"]
 CMD ["serve"]

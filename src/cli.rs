@@ -377,6 +377,10 @@ pub struct CheckConfigArgs {
     /// The YAML config file to check.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// A web config file (TLS, basic auth) to check with it, instead of the one the config
+    /// file names (web.config_file); its certificate, key and CA files are read too.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Default)]

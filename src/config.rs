@@ -11,6 +11,7 @@ use crate::ceph::any::BackendChoice;
 use crate::ceph::cli::CliSettings;
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{BaselineSpec, LadderPolicy, Mode, Policy};
+use crate::http::limits::Limits;
 use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
 use crate::settings::{
@@ -22,6 +23,9 @@ use crate::settings::{
 pub struct Settings {
     pub listen_address: SocketAddr,
     pub telemetry_path: String,
+    /// `--web.config.file` (TLS, basic auth): loaded and checked by `serve` and `check-config`.
+    pub web_config_file: Option<PathBuf>,
+    pub web_limits: Limits,
     pub ceph: CliSettings,
     /// Which backend `serve` uses; `ceph` above holds what both need (conf, name, keyring,
     /// timeout) and the CLI's command.
@@ -97,6 +101,12 @@ impl Settings {
             )));
         }
         let (listen_address, _) = m.listen_address.get()?;
+        let web_limits = Limits {
+            max_requests: m.web_max_requests.get()?.0 as usize,
+            max_connections: m.web_max_connections.get()?.0 as usize,
+            read_header_timeout: m.web_read_header_timeout.get()?.0 .0,
+            idle_timeout: m.web_idle_timeout.get()?.0 .0,
+        };
         let mut policy = resolve_policy(&m, interval.0)?;
         let (mode, mode_origin) = m.mode.get()?;
         let (latency_aggregate, _) = m.latency_aggregate.get()?;
@@ -139,6 +149,8 @@ impl Settings {
             policy,
             listen_address: listen_address.0,
             telemetry_path,
+            web_config_file: m.web_config_file.get()?.0,
+            web_limits,
             ceph: CliSettings {
                 command: words,
                 conf: m.ceph_conf.get()?.0,

@@ -1111,3 +1111,145 @@ fn networkpolicy_lets_only_prometheus_pods_reach_the_metrics_port() {
         assert!(readme.contains(needed), "{K8S}/README.md mentions {needed}");
     }
 }
+
+/// deploy/kubernetes-tls, the overlay for HTTPS with basic auth: its web config is one the
+/// exporter accepts (and lets nobody in until its hash is replaced), `serve` is pointed at it
+/// where the Secret is mounted, with the certificate files where the web config names them;
+/// probes go over HTTPS; the ServiceMonitor scrapes over HTTPS with the CA and a password.
+#[test]
+fn the_tls_overlay_serves_https_with_basic_auth_and_prometheus_scrapes_it_so() {
+    use ceph_recovery_budget::http::web_config::WebConfig;
+    const TLS: &str = "deploy/kubernetes-tls";
+    let k = |f: &str| yaml(&format!("{TLS}/{f}"));
+    let kustomization = k("kustomization.yaml");
+    assert_eq!(
+        kustomization["resources"],
+        json!(["../kubernetes"]),
+        "an overlay of the base"
+    );
+    let generator = &kustomization["secretGenerator"][0];
+    assert_eq!(generator["name"], "ceph-recovery-budget-web-config");
+    let web_file = generator["files"][0].as_str().unwrap_or_default();
+    let patches: BTreeSet<&str> = kustomization["patches"]
+        .as_array()
+        .expect("patches")
+        .iter()
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    assert_eq!(
+        patches,
+        BTreeSet::from(["deployment-patch.yaml", "servicemonitor-patch.yaml"])
+    );
+
+    // The web config parses as the exporter reads it (what `check-config` and `serve` do).
+    let web_path = repo().join(TLS).join(web_file);
+    let web = WebConfig::parse(&web_path, &read(&format!("{TLS}/{web_file}")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tls = web.tls.as_ref().expect("tls_server_config");
+    assert_eq!(web.users.keys().collect::<Vec<_>>(), ["prometheus"]);
+    // Nobody knows the shipped hash's password: nothing obvious lets anyone in.
+    for guess in [
+        "",
+        "prometheus",
+        "password",
+        "changeme",
+        "change-me",
+        "admin",
+    ] {
+        assert!(
+            !bcrypt::verify(guess, &web.users["prometheus"]).unwrap_or(true),
+            "the shipped hash is of {guess:?}"
+        );
+    }
+
+    let deployment = k("deployment-patch.yaml");
+    let c = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        c["name"], "ceph-recovery-budget",
+        "patches the base's container"
+    );
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = args
+        .iter()
+        .position(|a| *a == "--web.config.file")
+        .expect("serve --web.config.file");
+    assert_eq!(args[0], "serve");
+    let web_in_pod = std::path::Path::new(args[at + 1]);
+    let mounts = c["volumeMounts"].as_array().expect("volumeMounts");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes");
+    // Which Secret is mounted over a path.
+    let secret_at = |path: &std::path::Path| -> String {
+        let m = mounts
+            .iter()
+            .find(|m| m["mountPath"].as_str() == path.parent().and_then(|p| p.to_str()))
+            .unwrap_or_else(|| panic!("nothing mounted at {}", path.display()));
+        assert_eq!(m["readOnly"], true);
+        let v = volumes
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .expect("the mount's volume");
+        v["secret"]["secretName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        web_in_pod.file_name().and_then(|f| f.to_str()),
+        Some(web_file)
+    );
+    assert_eq!(secret_at(web_in_pod), "ceph-recovery-budget-web-config");
+    for f in [&tls.cert_file, &tls.key_file] {
+        assert_eq!(secret_at(f), "ceph-recovery-budget-tls", "{}", f.display());
+    }
+    // Not inside the base's read-only config mount (a mount point cannot be made there).
+    for m in mounts {
+        let p = m["mountPath"].as_str().unwrap_or_default();
+        assert!(!p.starts_with("/etc/ceph-recovery-budget/"), "{p}");
+    }
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
+
+    let monitor = k("servicemonitor-patch.yaml");
+    let base_monitor = yaml(&format!("{K8S}/servicemonitor.yaml"));
+    assert_eq!(
+        monitor["metadata"]["name"],
+        base_monitor["metadata"]["name"]
+    );
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    // A CRD's list is replaced, not merged: the base endpoint's settings are all repeated.
+    let base_endpoint = &base_monitor["spec"]["endpoints"][0];
+    for key in ["port", "path", "interval", "relabelings"] {
+        assert_eq!(endpoint[key], base_endpoint[key], "{key} as in the base");
+    }
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["tlsConfig"]["ca"]["secret"]["name"],
+        "ceph-recovery-budget-tls"
+    );
+    assert!(endpoint["tlsConfig"]["serverName"].is_string());
+    for part in ["username", "password"] {
+        assert_eq!(
+            endpoint["basicAuth"][part]["name"], "ceph-recovery-budget-scrape-auth",
+            "{part}"
+        );
+        assert_eq!(endpoint["basicAuth"][part]["key"], part);
+    }
+
+    let readme = read(&format!("{K8S}/README.md"));
+    for needed in [
+        "deploy/kubernetes-tls",
+        "ceph-recovery-budget-tls",
+        "ceph-recovery-budget-scrape-auth",
+        "htpasswd",
+    ] {
+        assert!(readme.contains(needed), "{K8S}/README.md mentions {needed}");
+    }
+}

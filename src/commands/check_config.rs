@@ -8,31 +8,52 @@ use ceph_recovery_budget::ceph::any;
 use ceph_recovery_budget::cli::CheckConfigArgs;
 use ceph_recovery_budget::config::Settings;
 use ceph_recovery_budget::enforcer::{self, BaselineSpec};
+use ceph_recovery_budget::http::web_config::WebConfig;
 use ceph_recovery_budget::settings::ServeMode;
 
 use super::{finish, fio_baseline, print_out, settings_of_file};
 
 pub fn run(args: CheckConfigArgs) -> ExitCode {
-    finish(check_config(&args.file))
+    finish(check_config(&args.file, args.web_config_file.as_deref()))
 }
 
-fn check_config(path: &Path) -> anyhow::Result<ExitCode> {
+fn check_config(path: &Path, web_config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let settings = settings_of_file(path)?;
     // A baseline report that cannot be read would stop `serve` at start: say it now.
     if let BaselineSpec::Fio(report) = &settings.policy.baseline {
         fio_baseline(report)?;
     }
-    print_out(&render(path, &settings));
+    // So would a web config that cannot be loaded, certificates and key included.
+    let web = web_config
+        .or(settings.web_config_file.as_deref())
+        .map(WebConfig::load)
+        .transpose()?;
+    print_out(&render(path, &settings, web.as_ref()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// What `check-config` prints for valid settings read from `path`.
-pub fn render(path: &Path, settings: &Settings) -> String {
+pub fn render(path: &Path, settings: &Settings, web: Option<&WebConfig>) -> String {
     let p = &settings.policy;
+    let l = &settings.web_limits;
     let mut out = format!("{}: OK\n", path.display());
     out += &format!(
         "  listen {} path {}\n",
         settings.listen_address, settings.telemetry_path
+    );
+    if let Some(w) = web {
+        out += &format!("  web config {}: {}\n", w.path.display(), w.describe());
+    }
+    out += &format!(
+        "  http limits: {} requests in flight, {} connections, headers within {}, idle {}\n",
+        if l.max_requests == 0 {
+            "no limit of".to_string()
+        } else {
+            l.max_requests.to_string()
+        },
+        l.max_connections,
+        humantime::format_duration(l.read_header_timeout),
+        humantime::format_duration(l.idle_timeout)
     );
     out += &format!(
         "  ceph command: {} (timeout {})\n",
@@ -94,7 +115,7 @@ mod tests {
         let path = Path::new("crb.yml");
         let file = FileConfig::parse(path, yaml).expect("valid YAML");
         let settings = Settings::resolve(&file, path, &Default::default()).expect("valid settings");
-        render(path, &settings)
+        render(path, &settings, None)
     }
 
     #[test]
@@ -103,6 +124,7 @@ mod tests {
             render_yaml(""),
             "crb.yml: OK\n  \
              listen 0.0.0.0:9939 path /metrics\n  \
+             http limits: 40 requests in flight, 128 connections, headers within 10s, idle 2m\n  \
              ceph command: ceph (timeout 10s)\n  \
              ceph backend: EXPECTED_BACKEND\n  \
              mode cluster: cluster state and every OSD's histogram\n  \
@@ -137,6 +159,7 @@ mod tests {
             text,
             "crb.yml: OK\n  \
              listen 127.0.0.1:9100 path /m\n  \
+             http limits: 40 requests in flight, 128 connections, headers within 10s, idle 2m\n  \
              ceph command: kubectl -n rook exec x -- ceph (timeout 3s)\n  \
              ceph backend: cli (`kubectl -n rook exec x -- ceph`)\n  \
              mode cluster: cluster state only (the histograms come from host-mode exporters, through Prometheus)\n  \

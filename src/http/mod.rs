@@ -1,9 +1,13 @@
 //! HTTP routes. Handlers only read the last published snapshot and the enforcer's view; none
 //! waits on Ceph.
 
+pub mod auth;
 pub mod landing;
+pub mod limits;
 pub mod report;
 pub mod scrape;
+pub mod server;
+pub mod web_config;
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 pub mod encode;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
 use tokio::time::Instant;
@@ -56,6 +57,61 @@ static BACKEND: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 /// Records the backend for `ceph_recovery_budget_backend_info`; later calls are ignored.
 pub fn set_backend(backend: &'static str) {
     let _ = BACKEND.set(backend);
+}
+
+/// What the HTTP server turned away, process-wide like the backend (the server counts, every
+/// render reads). A `/metrics` body is cached per snapshot, so these show as of the last
+/// collection, at most one interval late.
+#[derive(Debug, Default)]
+pub struct HttpCounters {
+    /// Requests answered 503 at once: `--web.max-requests` were already in flight.
+    pub rejected_max_requests: AtomicU64,
+    /// Requests answered 401: missing or wrong basic-auth credentials.
+    pub rejected_unauthorized: AtomicU64,
+    /// Connections closed because a request's headers (or the TLS handshake) did not arrive
+    /// within `--web.read-header-timeout`.
+    pub closed_header_timeout: AtomicU64,
+    /// Connections closed after `--web.idle-timeout` without a request.
+    pub closed_idle_timeout: AtomicU64,
+    /// Connections closed to make room for a new one: all `--web.max-connections` were taken
+    /// and this one was waiting (for its headers, or idle).
+    pub closed_max_connections: AtomicU64,
+    /// Connections whose TLS handshake failed (plain HTTP on the TLS port included).
+    pub closed_tls_handshake: AtomicU64,
+}
+
+pub static HTTP: HttpCounters = HttpCounters {
+    rejected_max_requests: AtomicU64::new(0),
+    rejected_unauthorized: AtomicU64::new(0),
+    closed_header_timeout: AtomicU64::new(0),
+    closed_idle_timeout: AtomicU64::new(0),
+    closed_max_connections: AtomicU64::new(0),
+    closed_tls_handshake: AtomicU64::new(0),
+};
+
+fn render_http(enc: &mut Encoder, c: &HttpCounters) {
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+    enc.family(&Family {
+        name: "ceph_recovery_budget_http_requests_rejected",
+        help: "HTTP requests turned away, by reason: max_requests (503, --web.max-requests in flight), unauthorized (401, basic auth).",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    enc.sample(&[("reason", "max_requests")], n(&c.rejected_max_requests));
+    enc.sample(&[("reason", "unauthorized")], n(&c.rejected_unauthorized));
+    enc.family(&Family {
+        name: "ceph_recovery_budget_http_connections_closed",
+        help: "HTTP connections the exporter closed, by reason: header_timeout (headers or TLS handshake not in within --web.read-header-timeout), idle_timeout (--web.idle-timeout without a request), max_connections (waiting, and its place taken by a new connection when all --web.max-connections were open), tls_handshake (failed, plain HTTP on the TLS port included).",
+        kind: Kind::Counter,
+        unit: None,
+    });
+    enc.sample(&[("reason", "header_timeout")], n(&c.closed_header_timeout));
+    enc.sample(&[("reason", "idle_timeout")], n(&c.closed_idle_timeout));
+    enc.sample(
+        &[("reason", "max_connections")],
+        n(&c.closed_max_connections),
+    );
+    enc.sample(&[("reason", "tls_handshake")], n(&c.closed_tls_handshake));
 }
 
 fn render_backend(enc: &mut Encoder, backend: Option<&str>) {
@@ -563,6 +619,7 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
     });
     enc.sample(&[("version", VERSION)], 1.0);
     render_backend(enc, BACKEND.get().copied());
+    render_http(enc, &HTTP);
 }
 
 #[cfg(test)]

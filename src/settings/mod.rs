@@ -57,6 +57,49 @@ declare_settings! {
             check: check_telemetry_path,
             note: "not `/`, `/decisions` or under `/-/`",
         }
+        web_config_file: PathBuf {
+            flag: "web.config.file",
+            key: "config_file",
+            value_name: "FILE",
+            help: "Web config file (Prometheus exporter-toolkit format): TLS and basic auth; re-read when it or a file it names changes",
+            default(unset),
+            note: "TLS and basic auth: see [security.md](security.md)",
+        }
+        web_max_requests: u32 {
+            flag: "web.max-requests",
+            key: "max_requests",
+            value_name: "N",
+            help: "Requests in flight at once (health probes aside); more are answered 503 at once. 0: no limit",
+            default(40 => "40"),
+            note: "0: no limit",
+        }
+        web_max_connections: u32 {
+            flag: "web.max-connections",
+            key: "max_connections",
+            value_name: "N",
+            help: "Open HTTP connections at once; more wait in the listen backlog until one closes",
+            default(128 => "128"),
+            check: check_max_connections,
+            note: "at least 1",
+        }
+        web_read_header_timeout: HumanDuration {
+            flag: "web.read-header-timeout",
+            key: "read_header_timeout",
+            value_name: "DURATION",
+            help: "How long a request's headers (and a new connection's TLS handshake) may take to arrive",
+            default(HumanDuration(Duration::from_secs(10)) => "10s"),
+            check: check_web_timeout,
+            note: "above 0",
+        }
+        web_idle_timeout: HumanDuration {
+            flag: "web.idle-timeout",
+            key: "idle_timeout",
+            value_name: "DURATION",
+            help: "How long a keep-alive connection may wait for its next request; keep it above the scrape interval",
+            default(HumanDuration(Duration::from_secs(120)) => "2m"),
+            check: check_web_timeout,
+            note: "above 0; above the scrape interval",
+        }
     }
     (ceph: CephFile) heading "" {
         ceph_cmd: String {
@@ -500,6 +543,20 @@ fn check_telemetry_path(path: &String) -> Result<(), String> {
         return Err(format!(
             "telemetry path {path:?} must start with '/' and not be '/', '/decisions' or under '/-/' (those serve the landing page, decisions and health)"
         ));
+    }
+    Ok(())
+}
+
+fn check_max_connections(n: &u32) -> Result<(), String> {
+    if *n == 0 {
+        return Err("max_connections must be at least 1 (128 is the default)".into());
+    }
+    Ok(())
+}
+
+fn check_web_timeout(timeout: &HumanDuration) -> Result<(), String> {
+    if timeout.0.is_zero() {
+        return Err("an HTTP timeout must be above 0 (a slow client would otherwise hold a connection forever)".into());
     }
     Ok(())
 }

@@ -19,6 +19,8 @@ use ceph_recovery_budget::enforcer::{
     self, BaselineSpec, CephActor, Enforcer, EnforcerState, LogStyle, Policy, TokioClock,
 };
 use ceph_recovery_budget::http;
+use ceph_recovery_budget::http::server::ServerOptions;
+use ceph_recovery_budget::http::web_config::WebConfig;
 use ceph_recovery_budget::lease::task::Link;
 use ceph_recovery_budget::settings::{FileConfig, LogFormat, ServeMode};
 
@@ -63,6 +65,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_serve(settings: Settings) -> anyhow::Result<()> {
+    // A bad web config stops the start: serving without the TLS or auth it asks for is worse.
+    let web = settings
+        .web_config_file
+        .as_deref()
+        .map(WebConfig::load)
+        .transpose()?;
+    if let Some(w) = &web {
+        tracing::info!(target: LOG, file = %w.path.display(), config = %w.describe(), "web config");
+    }
     let listener = tokio::net::TcpListener::bind(settings.listen_address)
         .await
         .with_context(|| {
@@ -77,6 +88,7 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
         path = %settings.telemetry_path,
         ceph = %settings.ceph.command.join(" "),
         interval = ?settings.collect_interval,
+        scheme = if web.as_ref().is_some_and(|w| w.tls.is_some()) { "https" } else { "http" },
         "serving metrics"
     );
 
@@ -94,7 +106,7 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
         }
         ceph_recovery_budget::metrics::set_backend("admin_socket");
         let client = admin_socket::AdminSocketClient::new(dir, settings.ceph.timeout);
-        return serve_with(settings, listener, client).await;
+        return serve_with(settings, listener, web, client).await;
     }
 
     // One client (one librados connection) for the collector and the enforcer.
@@ -108,7 +120,7 @@ async fn run_serve(settings: Settings) -> anyhow::Result<()> {
         "ceph backend: {backend}"
     );
     ceph_recovery_budget::metrics::set_backend(backend);
-    serve_with(settings, listener, selected.client).await
+    serve_with(settings, listener, web, selected.client).await
 }
 
 /// This machine's name, for `host="..."` in host mode.
@@ -125,6 +137,7 @@ fn hostname() -> String {
 async fn serve_with<C: Client + Clone>(
     settings: Settings,
     listener: tokio::net::TcpListener,
+    web: Option<WebConfig>,
     client: C,
 ) -> anyhow::Result<()> {
     let host_mode = settings.mode == ServeMode::Host;
@@ -174,11 +187,16 @@ async fn serve_with<C: Client + Clone>(
         telemetry_path: settings.telemetry_path.clone(),
         enforcer: enforcer_shared,
     });
-    let mut http_shutdown = shutdown_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = http_shutdown.changed().await;
-    });
-    let server_task = tokio::spawn(async move { server.await });
+    let server_task = tokio::spawn(http::server::serve(
+        listener,
+        app,
+        web,
+        ServerOptions {
+            limits: settings.web_limits,
+            ..ServerOptions::default()
+        },
+        shutdown_rx.clone(),
+    ));
 
     let mut collector_task = collector_task;
     let enforcer_ended = async {
