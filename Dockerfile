@@ -58,8 +58,8 @@ COPY --from=builder /src/target/release/ceph-recovery-budget /usr/local/bin/ceph
 # client.recovery-budget); mount your own over it read-only.
 COPY deploy/config.yml /etc/ceph-recovery-budget/config.yml
 ENV CEPH_RECOVERY_BUDGET_CONFIG=/etc/ceph-recovery-budget/config.yml
-# The enforcer's state file (the operator's original settings): keep it on a volume.
-VOLUME ["/var/lib/ceph-recovery-budget"]
+# /var/lib/ceph-recovery-budget holds only a local cache of the enforcer's state: in enforce
+# mode the state is kept in the cluster with the lease, so no volume is needed.
 USER 10001:10001
 EXPOSE 9939
 # Plain HTTP, else HTTPS (with --web.config.file; the certificate is not checked here, and

@@ -184,6 +184,7 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
         SUSPENDED,
         "RecoveryBudgetCollectorDown",
         "RecoveryBudgetEnforcerHolding",
+        "RecoveryBudgetNoEnforcerActs",
         "CephRecoveryStalled",
         "RecoveryPausedByEnforcerTooLong",
         "RecoveryPauseFlagStuck",
@@ -880,10 +881,16 @@ fn kubernetes_manifests_run_one_non_root_exporter_with_read_only_ceph_credential
     let kustomization = k("kustomization.yaml");
 
     assert_eq!(deployment["kind"], "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 1, "one enforcer");
     assert_eq!(
-        deployment["spec"]["strategy"]["type"], "Recreate",
-        "never two enforcers during a rollout"
+        deployment["spec"]["replicas"], 1,
+        "one exporter: each would publish the same cluster-wide series"
+    );
+    // The lease keeps a second enforcer standing by, so a rollout need not stop the old pod
+    // first: the new one is up (and scraped) before the old one goes.
+    assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0,
+        "scrapes answered throughout a rollout"
     );
     let pod = &deployment["spec"]["template"];
     let labels = &pod["metadata"]["labels"];
@@ -973,9 +980,15 @@ fn kubernetes_manifests_run_one_non_root_exporter_with_read_only_ceph_credential
     let config_map = config_volume["configMap"]["name"]
         .as_str()
         .unwrap_or_default();
+    // The enforcer's memory is in the cluster with its lease: no volume for it, and the local
+    // cache goes to the writable scratch volume (the root filesystem is read-only).
     assert!(
-        mounts.contains_key("/var/lib/ceph-recovery-budget"),
-        "a writable volume for the enforcer's state file"
+        !mounts.contains_key("/var/lib/ceph-recovery-budget"),
+        "no volume for the enforcer's state"
+    );
+    assert!(
+        mounts.contains_key("/tmp"),
+        "a writable /tmp for the state cache"
     );
 
     assert_eq!(service["kind"], "Service");

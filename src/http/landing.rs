@@ -19,11 +19,12 @@ const RUNBOOK_TEXT: &str = include_str!("../../docs/runbook.md");
 
 /// Every alert of alerts/ceph-recovery-budget.alerts.yml, in the file's order; each has a
 /// `## <name>` section in the runbook (a test checks both).
-pub const ALERTS: [&str; 9] = [
+pub const ALERTS: [&str; 10] = [
     "RecoveryLatencyBudgetExceeded",
     "RecoveryLatencyBudgetSuspended",
     "RecoveryBudgetCollectorDown",
     "RecoveryBudgetEnforcerHolding",
+    "RecoveryBudgetNoEnforcerActs",
     "RecoveryPausedByEnforcerTooLong",
     "RecoveryPauseFlagStuck",
     "CephRecoveryStalled",
@@ -127,6 +128,19 @@ pub fn situations(view: Option<&EnforcerView>, collectors_down: &[String]) -> Ve
                 v.holding_reason
                     .as_deref()
                     .unwrap_or("its observations are not usable")
+            ),
+        });
+    }
+    // Enforce mode, not leading, and no other holder seen: maybe nobody acts for the cluster.
+    if v.leader == Some(false) && v.lease_holder.is_none() {
+        out.push(Situation {
+            alert: "RecoveryBudgetNoEnforcerActs",
+            why: format!(
+                "this enforcer does not hold the lease and sees no other holder{}",
+                v.lease_error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             ),
         });
     }
