@@ -172,14 +172,17 @@ async fn serve_with<C: Client + Clone>(
 
     let mut enforcer_shared = None;
     let mut enforcer_task = None;
-    if let Some(mut enforcer) = start_enforcer(&settings, client)? {
+    if let Some((mut enforcer, lease)) = start_enforcer(&settings, client)? {
         if let Some(rx) = external_p99 {
             enforcer = enforcer.with_external_p99(rx);
         }
         enforcer_shared = Some(enforcer.shared());
-        enforcer_task = Some(tokio::spawn(
-            enforcer.run(snap_rx.clone(), shutdown_rx.clone()),
-        ));
+        enforcer_task = Some(run_enforcer_apart(
+            enforcer,
+            lease,
+            snap_rx.clone(),
+            shutdown_rx.clone(),
+        )?);
     }
 
     let app = http::router(http::AppState {
@@ -201,7 +204,7 @@ async fn serve_with<C: Client + Clone>(
     let mut collector_task = collector_task;
     let enforcer_ended = async {
         match enforcer_task.as_mut() {
-            Some(t) => t.await,
+            Some(t) => (&mut t.done).await,
             None => std::future::pending().await,
         }
     };
@@ -217,9 +220,8 @@ async fn serve_with<C: Client + Clone>(
         let _ = collector_task.await;
     }
     if let Some(t) = enforcer_task {
-        if !t.is_finished() {
-            let _ = t.await;
-        }
+        let _ = t.done.await;
+        let _ = t.thread.join();
     }
     if let Some(why) = died {
         anyhow::bail!(why);
@@ -236,7 +238,7 @@ async fn serve_with<C: Client + Clone>(
 fn start_enforcer<C: Client>(
     settings: &Settings,
     client: C,
-) -> anyhow::Result<Option<Enforcer<CephActor<C>, TokioClock>>> {
+) -> anyhow::Result<Option<Started<C>>> {
     let policy: &Policy = &settings.policy;
     let fixed = match &policy.baseline {
         _ if policy.mode == enforcer::Mode::Off => None,
@@ -260,7 +262,7 @@ fn start_enforcer<C: Client>(
     };
     // Enforce mode acts only under the lease, and keeps its state with it: the file is a cache.
     let lease = match policy.mode {
-        enforcer::Mode::Enforce => Some(start_lease(settings)?),
+        enforcer::Mode::Enforce => Some(lease_starter(settings)?),
         _ => None,
     };
     if save_first {
@@ -296,21 +298,64 @@ fn start_enforcer<C: Client>(
         settings.collect_interval,
         style,
     );
-    let enforcer = match lease {
-        Some(link) => enforcer.with_lease(link),
-        None => enforcer,
-    };
-    Ok(Some(if persist {
+    let enforcer = if persist {
         enforcer
     } else {
         enforcer.without_persistence()
-    }))
+    };
+    Ok(Some((enforcer, lease)))
+}
+
+/// Starts the lease task on the runtime that calls it (the enforcer's).
+type LeaseStarter = Box<dyn FnOnce() -> Link + Send>;
+
+/// The enforcer built at start, and its lease (enforce mode) to start on its own runtime.
+type Started<C> = (Enforcer<CephActor<C>, TokioClock>, Option<LeaseStarter>);
+
+/// The enforcer's thread: it ends `done` when the enforcer has stopped.
+struct EnforcerTask {
+    done: tokio::sync::oneshot::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Runs the enforcer (and its lease) on a runtime and thread of its own, so that no HTTP load
+/// (hundreds of scrapers, idle connections) and no slow collection delays the end of a pause
+/// slice or a renewal: they share nothing with the server's runtime but the data they read.
+fn run_enforcer_apart<A, K>(
+    enforcer: Enforcer<A, K>,
+    lease: Option<LeaseStarter>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<EnforcerTask>
+where
+    A: enforcer::Actor + Send + 'static,
+    K: enforcer::Clock,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the enforcer's runtime")?;
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("enforcer".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let enforcer = match lease {
+                    Some(start) => enforcer.with_lease(start()),
+                    None => enforcer,
+                };
+                enforcer.run(snapshots, shutdown).await;
+            });
+            let _ = done_tx.send(());
+        })
+        .context("starting the enforcer's thread")?;
+    Ok(EnforcerTask { done, thread })
 }
 
 /// The lease of enforce mode, over a librados connection of its own (the collector's may be
 /// dropped and reopened after a timeout, and a new connection cannot renew the old one's lock).
 #[cfg(feature = "librados")]
-fn start_lease(settings: &Settings) -> anyhow::Result<Link> {
+fn lease_starter(settings: &Settings) -> anyhow::Result<LeaseStarter> {
     use ceph_recovery_budget::ceph::rados::{RadosClient, RadosSettings};
     use ceph_recovery_budget::lease::rados::{LeasePool, RadosLockStore, DEFAULT_POOLS, OBJECT};
     let client = RadosClient::new(RadosSettings {
@@ -334,11 +379,13 @@ fn start_lease(settings: &Settings) -> anyhow::Result<Link> {
         humantime::format_duration(c.retry_period),
         ceph_recovery_budget::lease::LockStore::instance(&store),
     );
-    Ok(ceph_recovery_budget::lease::task::spawn(store, c))
+    Ok(Box::new(move || {
+        ceph_recovery_budget::lease::task::spawn(store, c)
+    }))
 }
 
 #[cfg(not(feature = "librados"))]
-fn start_lease(_settings: &Settings) -> anyhow::Result<Link> {
+fn lease_starter(_settings: &Settings) -> anyhow::Result<LeaseStarter> {
     anyhow::bail!(
         "enforce mode needs the lease in the cluster (one active enforcer per cluster, its state kept next to it), which is taken over librados, and this binary was built without it: use the container image or `cargo build --release --features librados` (needs librados-dev), or run --enforcer.mode observe"
     )
