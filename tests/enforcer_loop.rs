@@ -1681,3 +1681,53 @@ async fn settings_found_at_start_without_a_record_are_named_never_touched() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_cut_off_from_the_lease_unsets_its_pause_flags_at_its_renew_deadline() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let store = cluster.instance("a");
+    let mut a = instance(pause_policy(&temp_state("cut-a")), &actor, store.clone());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    for _ in 0..24 {
+        if !a.enforcer.state().flags_set.is_empty() {
+            break;
+        }
+        a.play(ClusterState::Rebalance, true, 1).await;
+    }
+    assert!(
+        !actor.flags_now().is_empty(),
+        "paused: {:?}",
+        actor.commands()
+    );
+    let shared = a.enforcer.shared();
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    store.set_partitioned(true);
+    let task = tokio::spawn(a.enforcer.run(snap_rx, stop_rx));
+    // The renew deadline is 4 s: the lease is lost then, and the flags come off at once,
+    // although nobody else can take over (the lock lives 6 s) and this one may not act.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        actor.flags_now().is_empty(),
+        "fails open: {:?}",
+        actor.commands()
+    );
+    let lines: Vec<String> = shared
+        .lock()
+        .unwrap()
+        .decisions
+        .iter()
+        .map(|d| d.message.clone())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|m| m.starts_with("LEASE_LOST: lease lost by a")),
+        "{lines:?}"
+    );
+    task.abort();
+}

@@ -462,7 +462,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         persist_first: Option<&'static str>,
         effect: &Effect,
     ) -> Option<String> {
-        if !self.may_act() {
+        // Unsetting the pause flags this instance set fails open (recovery runs): allowed even
+        // without the lease, so that a leader cut off from the lease object never leaves the
+        // cluster paused until another one can take over.
+        let fails_open = matches!(effect, Effect::UnsetFlags { .. });
+        if !self.may_act() && !fails_open {
             return Some(
                 "this instance does not hold the lease now (another instance acts, or it could not renew in time)"
                     .to_string(),
@@ -752,8 +756,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         Ok(())
     }
 
-    /// A lease event: one decision-log line naming both holders.
-    fn on_lease_event(&mut self, event: LeaseEvent) {
+    /// A lease event: one decision-log line naming both holders. Losing the lease while the
+    /// pause flags are set unsets them (fails open); everything else waits for the next leader.
+    async fn on_lease_event(&mut self, event: LeaseEvent) {
+        let lost = matches!(event, LeaseEvent::Lost { .. });
+        self.log_lease_event(event);
+        if lost && !self.state.flags_set.is_empty() {
+            self.clear_own_flags("LEASE_LOST").await;
+        }
+    }
+
+    fn log_lease_event(&mut self, event: LeaseEvent) {
         let kind = match &event {
             // The next acting cycle reads the stored state again (a new term).
             LeaseEvent::Acquired { .. } => DecisionEvent::LeaseAcquired,
@@ -894,7 +907,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
                 event = next_event => {
                     match event {
-                        Some(e) => self.on_lease_event(e),
+                        Some(e) => self.on_lease_event(e).await,
                         None => lease_events = None,
                     }
                     continue;
@@ -908,13 +921,14 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             self.step(&snapshot).await;
         }
         self.shut_down().await;
+        // Released only now, after everything was handed back: the next leader starts from a
+        // state with nothing left to restore.
+        if let Some(link) = self.lease.as_mut() {
+            link.release(Duration::from_secs(5)).await;
+        }
         if let Some(rx) = lease_events.as_mut() {
-            // Lines of the release itself, if it came in time.
-            if let Some(link) = self.lease.as_mut() {
-                link.release(Duration::from_secs(5)).await;
-            }
             while let Ok(e) = rx.try_recv() {
-                self.on_lease_event(e);
+                self.log_lease_event(e);
             }
         }
     }

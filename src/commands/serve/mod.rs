@@ -235,10 +235,7 @@ async fn serve_with<C: Client + Clone>(
 
 /// The enforcer, unless its mode is off: the state file loaded and judged by
 /// [`startup::plan`], the baseline read, the start said in the decision log.
-fn start_enforcer<C: Client>(
-    settings: &Settings,
-    client: C,
-) -> anyhow::Result<Option<Started<C>>> {
+fn start_enforcer<C: Client>(settings: &Settings, client: C) -> anyhow::Result<Option<Started<C>>> {
     let policy: &Policy = &settings.policy;
     let fixed = match &policy.baseline {
         _ if policy.mode == enforcer::Mode::Off => None,
