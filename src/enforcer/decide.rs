@@ -808,6 +808,18 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
     }
 }
 
+/// Every change sets the mClock profile to what every OSD already runs (none left unknown).
+fn already_running(obs: &Observation, changes: &[Change]) -> bool {
+    !changes.is_empty()
+        && !obs.osd_profiles.is_empty()
+        && changes.iter().all(|c| {
+            c.key == MCLOCK_PROFILE_KEY
+                && c.to
+                    .as_ref()
+                    .is_some_and(|to| obs.osd_profiles.values().all(|p| p == to))
+        })
+}
+
 /// What `decide` wants, through the limits: nothing to change, a retry's backoff, the change
 /// limits. The originals of a first change of the episode go into `next`.
 fn to_action(
@@ -842,6 +854,13 @@ fn to_action(
                     || matches!(kind, ActionKind::Restore | ActionKind::BlindRestore)
             })
             .collect();
+        // The throttle profile unset in the config database but run by every OSD already (it
+        // is Pacific's default): setting it would change nothing, so it is no action.
+        let changes = if kind == ActionKind::Throttle && already_running(ctx.obs, &changes) {
+            Vec::new()
+        } else {
+            changes
+        };
         if changes.is_empty() && kind != ActionKind::Throttle {
             // Already as wanted (the operator's profile is the suspend profile, say): no
             // command, no change counted, but the state must move on.
@@ -865,9 +884,15 @@ fn to_action(
                 return None;
             }
         }
-        // The ladder leaves the last change of the hour to SUSPEND and RESTORE.
+        // The ladder leaves the last change of the hour to SUSPEND and RESTORE. Putting the
+        // operator's values back is never held by the limits: they exist to stop the enforcer
+        // flapping the cluster, and a restore ends its changes.
         let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
-        let wait = limit_wait_reserving(policy, next, now, reserve);
+        let wait = if matches!(kind, ActionKind::Restore | ActionKind::BlindRestore) {
+            0.0
+        } else {
+            limit_wait_reserving(policy, next, now, reserve)
+        };
         if wait > 0.0 {
             if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
                 notes.push(ctx.record(DecisionEvent::RateLimited,

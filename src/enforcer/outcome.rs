@@ -458,7 +458,10 @@ fn apply_result(
 ) -> EnforcerState {
     if ok {
         state.retry = None;
-        if !action.changes.is_empty() {
+        // A restore does not count against the change limits (see `decide::to_action`).
+        if !action.changes.is_empty()
+            && !matches!(action.kind, ActionKind::Restore | ActionKind::BlindRestore)
+        {
             state.changes.push(now);
         }
         state.noted.retain(|n| !n.starts_with("rate_limited:"));

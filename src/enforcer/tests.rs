@@ -629,8 +629,10 @@ proptest! {
                 // 1/5: without recovery only restoring.
                 if !obs.recovery_active() { prop_assert_eq!(a.kind, ActionKind::Restore); }
                 let ok = !fail_some[i % fail_some.len()];
-                // An action with nothing to change runs no command: not a change.
-                if ok && !a.changes.is_empty() { change_times.push(now); }
+                // An action with nothing to change runs no command: not a change; giving the
+                // operator's values back is not limited either.
+                let restores = matches!(a.kind, ActionKind::Restore | ActionKind::BlindRestore);
+                if ok && !a.changes.is_empty() && !restores { change_times.push(now); }
                 state = outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
             }
         }
@@ -982,28 +984,25 @@ fn a_failed_blind_restore_keeps_the_originals_and_retries_with_backoff() {
 }
 
 #[test]
-fn blind_during_the_rate_limit_restores_once_the_limit_allows() {
+fn blind_restore_is_not_held_by_the_change_limits() {
     // Default limits: 5m between changes; the throttle was 15 s before the data went stale.
+    // Giving the operator's settings back is never deferred: 3m of blindness is enough.
     let mut sim = Sim::new(policy());
     sim.run(&recovering(50.0), 15 * 60 + 15);
     assert_eq!(sim.actions.len(), 1);
     let throttled_at = sim.actions[0].0;
     let actions = sim.run(&blind("collector status is down (timeout)"), 10 * 60);
     assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].kind, ActionKind::BlindRestore);
     assert_eq!(
         sim.actions[1].0 - throttled_at,
-        300.0,
-        "5m after the throttle"
+        195.0,
+        "3m after the data went stale, 15 s after the throttle"
     );
-    let deferred = sim
-        .notes
-        .iter()
-        .find(|n| n.event == "RATE_LIMITED")
-        .expect("said");
     assert!(
-        deferred.message.starts_with("BLIND deferred 1m"),
-        "{}",
-        deferred.message
+        !sim.events().contains(&"RATE_LIMITED"),
+        "{:?}",
+        sim.events()
     );
 }
 
@@ -1081,5 +1080,54 @@ fn observe_mode_says_what_it_would_have_restored() {
     assert_eq!(
         logged(&p, &before, &actions[0], Ok(())),
         "(observe mode) BLIND: no fresh data for 3m0s (collector status is down (timeout)); would have restored osd_mclock_profile high_client_ops -> balanced; nothing was changed on the cluster"
+    );
+}
+
+#[test]
+fn a_throttle_profile_every_osd_already_runs_is_no_action_and_no_change_spent() {
+    let mut sim = Sim::new(policy());
+    // Pacific's default: the config database says nothing, every OSD runs high_client_ops.
+    sim.configured = BTreeMap::from([(MCLOCK_PROFILE_KEY.to_string(), None)]);
+    let mut obs = recovering(50.0);
+    obs.osd_profiles = osds("high_client_ops");
+    let mut actions = Vec::new();
+    for _ in 0..(16 * 60 / 15) {
+        sim.now += 15.0;
+        obs.configured = sim.configured.clone();
+        let d = decide(&sim.policy, &obs, &sim.state, sim.now);
+        sim.notes.extend(d.notes.clone());
+        actions.extend(d.action().cloned());
+        sim.state = d.next;
+    }
+    assert!(
+        !actions.iter().any(|a| a.kind == ActionKind::Throttle),
+        "{actions:?}"
+    );
+    assert!(sim.state.changes.is_empty(), "no change spent");
+    assert_eq!(sim.state.ladder.rung, 1, "rung 1 counts as in force");
+    assert!(
+        sim.events().contains(&"NOTHING_TO_DO"),
+        "{:?}",
+        sim.events()
+    );
+}
+
+#[test]
+fn putting_the_operators_values_back_is_never_held_by_the_change_limits() {
+    let mut p = policy();
+    p.min_interval = Duration::from_secs(3600);
+    p.max_changes_per_hour = 1;
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(50.0), 16 * 60);
+    assert_eq!(sim.actions.len(), 1, "the throttle");
+    // Recovery over: the restore comes after settle (5m), not after min_interval (1h).
+    let actions = sim.run(&finished(), 6 * 60);
+    assert_eq!(actions.len(), 1, "{:?}", sim.events());
+    assert_eq!(actions[0].kind, ActionKind::Restore);
+    assert_eq!(sim.state.changes.len(), 1, "the restore is not counted");
+    assert!(
+        !sim.events().contains(&"RATE_LIMITED"),
+        "{:?}",
+        sim.events()
     );
 }
