@@ -61,6 +61,9 @@ pub struct EnforcerView {
     pub paused_seconds: f64,
     /// Flags the enforcer set and has not unset yet.
     pub flags_set: Vec<String>,
+    /// The last change Ceph refused for lack of a cephx capability, in words that say what to
+    /// grant; until a command needing the same grant works.
+    pub permission_denied: Option<String>,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -105,6 +108,7 @@ impl EnforcerView {
             paused: false,
             paused_seconds: 0.0,
             flags_set: Vec::new(),
+            permission_denied: None,
             // Every event at 0 from the start, so that `increase()` sees the first.
             decisions_total: DecisionEvent::ALL
                 .iter()
@@ -140,6 +144,15 @@ impl EnforcerView {
         self.pause_share = state.ladder.pause.as_ref().map_or(0.0, |p| p.share);
         self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
         self.flags_set = state.flags_set.iter().cloned().collect();
+        self.permission_denied = state.refused.as_ref().map(|(r, at)| {
+            format!(
+                "{} (at {})",
+                super::outcome::refused_line(policy, r),
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0))
+                )
+            )
+        });
     }
 
     pub fn update(&mut self, policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) {
