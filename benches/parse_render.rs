@@ -7,6 +7,8 @@
 //! - `ceph status`: `recovery/ceph_status.json` as is (it is small and does not grow much).
 //! - `ceph pg ls undersized`: the 24 PGs of `recovery/ceph_pg_ls_undersized.json` (about 2.3 KB
 //!   of stats each), repeated with new pgids.
+//! - `ceph pg dump pgs_brief`: the 19 undersized PGs of `undersized/ceph_pg_dump_pgs_brief.json`
+//!   (about 110 bytes each), repeated with new pgids.
 //! - `ceph osd pool ls detail`: the 2 pools of `healthy-idle/ceph_osd_pool_ls_detail.json`,
 //!   repeated with new ids and names.
 //! - `ceph tell 'osd.*' perf histogram dump`: the 4 OSD replies (about 18 KB each) of
@@ -43,15 +45,24 @@ fn fixture_str(rel: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Synthetic outputs, made from the real ones.
 
-/// The real PG objects of a `pg ls` output (compact JSON, one object per PG, `pgid` first),
-/// each without its `{"pgid":"X.Y"` prefix so that a new id can be put in front.
+/// The real undersized PG objects of a `pg ls` output (compact JSON, one object per PG, `pgid`
+/// first), each without its `{"pgid":"X.Y"` prefix so that a new id can be put in front.
 fn pg_templates() -> Vec<String> {
-    let text = fixture_str("recovery/ceph_pg_ls_undersized.json");
+    templates_of("recovery/ceph_pg_ls_undersized.json")
+}
+
+/// The same, of `pg dump pgs_brief` (every PG is listed: only the undersized ones are kept).
+fn brief_templates() -> Vec<String> {
+    templates_of("undersized/ceph_pg_dump_pgs_brief.json")
+}
+
+fn templates_of(rel: &str) -> Vec<String> {
+    let text = fixture_str(rel);
     let body = text
         .trim()
         .strip_prefix(r#"{"pg_ready":true,"pg_stats":["#)
         .and_then(|s| s.strip_suffix("]}"))
-        .expect("pg ls fixture: {\"pg_ready\":true,\"pg_stats\":[..]}");
+        .expect("PG listing: {\"pg_ready\":true,\"pg_stats\":[..]}");
     body.split(r#",{"pgid":"#)
         .map(|pg| {
             let pg = pg.strip_prefix(r#"{"pgid":"#).unwrap_or(pg);
@@ -59,10 +70,12 @@ fn pg_templates() -> Vec<String> {
             let after_id = pg[1..].find('"').expect("quoted pgid") + 2;
             pg[after_id..].to_string()
         })
+        .filter(|pg| pg.contains("undersized"))
         .collect()
 }
 
-/// `ceph pg ls undersized` listing `n` PGs spread over pools `1..=pools`.
+/// A PG listing (`pg ls undersized` or `pg dump pgs_brief` by the templates) of `n` PGs spread
+/// over pools `1..=pools`.
 fn pg_ls(templates: &[String], n: usize, pools: usize) -> Vec<u8> {
     let mut out = String::with_capacity(n * (templates[0].len() + 16) + 64);
     out.push_str("\n{\"pg_ready\":true,\"pg_stats\":[");
@@ -195,6 +208,32 @@ fn parse_pgs(c: &mut Criterion) {
     g.finish();
 }
 
+/// What the PG collector does with `pg dump pgs_brief`: count the undersized PGs per pool while
+/// reading the listing, never holding them as a list.
+fn count_pgs_brief(c: &mut Criterion) {
+    let templates = brief_templates();
+    let mut g = c.benchmark_group("count_pgs_brief");
+    for n in [1_000usize, 100_000] {
+        let input = pg_ls(&templates, n, 10);
+        let counted = pgs::undersized(&input).expect("synthetic pgs_brief parses");
+        assert_eq!(counted.total(), n as u64);
+        println!(
+            "input: pg dump pgs_brief, {n} PGs, {:.1} MiB",
+            mib(input.len())
+        );
+        if n >= 10_000 {
+            g.sampling_mode(SamplingMode::Flat).sample_size(10);
+        } else {
+            g.sampling_mode(SamplingMode::Auto).sample_size(20);
+        }
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
+            b.iter(|| pgs::undersized(black_box(input)))
+        });
+    }
+    g.finish();
+}
+
 fn parse_pools(c: &mut Criterion) {
     let templates = pool_templates();
     let mut g = c.benchmark_group("parse_pools");
@@ -297,8 +336,8 @@ fn snapshot(osds: usize, pools: usize, pgs: usize) -> Snapshot {
         Reply::ok(pool_ls(&pool_templates(), pools)),
     );
     client.set(
-        &commands::undersized_pgs(),
-        Reply::ok(pg_ls(&pg_templates(), pgs, pools)),
+        &commands::pgs_brief(),
+        Reply::ok(pg_ls(&brief_templates(), pgs, pools)),
     );
     let hist = tell_bodies("lab/healthy.tell-osd-all-perf-histogram-dump.out");
     client.set(&commands::histograms(), Reply::ok(tell_output(&hist, osds)));
@@ -383,7 +422,7 @@ fn render_group(
             // The part of the render that joins pools and undersized PGs, alone.
             let pools = &snap.pools.as_ref().expect("pools collected").value;
             let pgs = &snap.undersized_pgs.as_ref().expect("PGs listed").value;
-            assert_eq!(pgs.len(), pgs_n);
+            assert_eq!(pgs.total(), pgs_n as u64);
             g.bench_function(BenchmarkId::new("pool_safety", &id), |b| {
                 b.iter(|| pool_safety(black_box(pools), black_box(pgs)))
             });
@@ -404,8 +443,9 @@ fn render_osds(c: &mut Criterion) {
 }
 
 /// `/metrics` by undersized PG count and pool count (10 OSDs): elements are PGs. The per-pool
-/// PG tally (`collect::safety::pool_safety`, run on every scrape) walks every undersized PG
-/// once per pool, so this cost is pools x PGs; `pool_safety` is benched alone to show it.
+/// PG tally (`collect::safety::pool_safety`, run on every scrape) once walked every undersized
+/// PG once per pool (pools x PGs); the PGs are now counted per pool while they are read, and
+/// `pool_safety`, benched alone, looks each pool up.
 fn render_pgs(c: &mut Criterion) {
     render_group(
         c,
@@ -426,6 +466,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = parse_status, parse_pgs, parse_pools, parse_histograms, parse_histograms_filtered, render_osds, render_pgs
+    targets = parse_status, parse_pgs, count_pgs_brief, parse_pools, parse_histograms, parse_histograms_filtered, render_osds, render_pgs
 }
 criterion_main!(benches);

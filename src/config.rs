@@ -307,6 +307,7 @@ fn resolve_policy(m: &Merged, interval: Duration) -> Result<Policy, ConfigError>
         verify_after: verify_after.0,
         ladder,
         state_file: m.state_file.get()?.0,
+        ceph_user: m.ceph_name.get()?.0,
         on_exit: m.on_exit.get()?.0,
         exit_timeout: m.exit_timeout.get()?.0 .0,
         blind_restore_after: blind_restore_after.0,

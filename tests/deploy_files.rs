@@ -1058,6 +1058,7 @@ fn kubernetes_manifests_run_one_non_root_exporter_with_read_only_ceph_credential
         "mon 'allow r'",
         "osd 'allow *'",
         "allow command \"config set\" with who=osd",
+        "mgr 'allow command \"pg dump\"'",
         "rook-ceph-tools",
     ] {
         assert!(readme.contains(needed), "{K8S}/README.md mentions {needed}");

@@ -81,8 +81,8 @@ impl Cluster {
             Reply::ok(fixture(&format!("{d}/ceph_osd_pool_ls_detail.json"))),
         );
         self.client.set(
-            &commands::undersized_pgs(),
-            Reply::ok(fixture(&format!("{d}/ceph_pg_ls_undersized.json"))),
+            &commands::pgs_brief(),
+            Reply::ok(fixture(&format!("{d}/ceph_pg_dump_pgs_brief.json"))),
         );
         // 200 writes per cycle per OSD: fast ones, or slow ones during a bad recovery.
         self.counts[if slow { 12 } else { 7 }] += 200;
@@ -209,6 +209,53 @@ impl Rig {
         let v = shared.lock().unwrap();
         v.decisions.iter().map(|d| d.event.clone()).collect()
     }
+}
+
+/// A cephx user without the write grants, in enforce mode, through the whole loop: the refusal
+/// reaches the decision log as one PERMISSION DENIED line naming the grant, the change is not
+/// tried again for 5 minutes, `status` says it; once granted, the next attempt works and `status`
+/// no longer says it.
+#[tokio::test(start_paused = true)]
+async fn a_user_without_the_write_grants_is_told_what_to_grant() {
+    use std::sync::atomic::Ordering;
+    let file = temp_state("refused");
+    let mut rig = Rig::new(Mode::Enforce, &file, EnforcerState::default());
+    rig.cluster.actor.refuse.store(true, Ordering::SeqCst);
+    let attempts = |rig: &Rig| {
+        rig.commands()
+            .iter()
+            .filter(|c| c.starts_with("config set"))
+            .count()
+    };
+    rig.play(ClusterState::Undersized, true, 2).await;
+    assert_eq!(attempts(&rig), 1, "{:?}", rig.commands());
+    let (line, said) = {
+        let shared = rig.enforcer.shared();
+        let v = shared.lock().unwrap();
+        let failed = v.decisions.iter().find(|d| d.event == "ACTION_FAILED");
+        (
+            failed.map(|d| d.message.clone()).unwrap_or_default(),
+            v.permission_denied.clone().unwrap_or_default(),
+        )
+    };
+    let grant = r#"lacks mon 'allow command "config set" with who=osd'"#;
+    assert!(
+        line.contains("PERMISSION DENIED")
+            && line.contains(grant)
+            && line.contains("ceph auth caps"),
+        "{line}"
+    );
+    assert!(said.contains(grant), "{said}");
+    // 18 cycles of 15 s: 4.5 minutes without another attempt.
+    rig.play(ClusterState::Undersized, true, 18).await;
+    assert_eq!(attempts(&rig), 1, "{:?}", rig.commands());
+
+    rig.cluster.actor.refuse.store(false, Ordering::SeqCst);
+    rig.play(ClusterState::Undersized, true, 3).await;
+    assert_eq!(attempts(&rig), 2, "{:?}", rig.commands());
+    assert_eq!(rig.enforcer.state().phase, Phase::Suspended);
+    let shared = rig.enforcer.shared();
+    assert_eq!(shared.lock().unwrap().permission_denied, None);
 }
 
 #[tokio::test(start_paused = true)]

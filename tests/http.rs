@@ -31,8 +31,8 @@ async fn undersized_snapshot() -> Snapshot {
         Reply::ok(fixture("undersized/ceph_osd_pool_ls_detail.json")),
     );
     c.set(
-        &commands::undersized_pgs(),
-        Reply::ok(fixture("undersized/ceph_pg_ls_undersized.json")),
+        &commands::pgs_brief(),
+        Reply::ok(fixture("undersized/ceph_pg_dump_pgs_brief.json")),
     );
     c.set(&commands::histograms(), Reply::Timeout);
     c.set(

@@ -185,8 +185,13 @@ fn librados_prints_what_the_cli_prints_on_the_lab() {
         "status: PG states never agreed between CLI and librados"
     );
 
-    // pg ls undersized (the collector's) and pg ls: the same PGs.
-    for words in [&["pg", "ls", "undersized"][..], &["pg", "ls"]] {
+    // pg dump pgs_brief (the collector's), pg ls undersized (its fallback) and pg ls: the same
+    // PGs.
+    for words in [
+        &["pg", "dump", "pgs_brief"][..],
+        &["pg", "ls", "undersized"],
+        &["pg", "ls"],
+    ] {
         let (cli, rados) = lab.both(words);
         assert_eq!((cli.code, rados.code), (Some(0), Some(0)), "{words:?}");
         let ids = |o: &Output| -> Vec<String> {
@@ -343,7 +348,7 @@ fn a_cycle_through_librados_is_at_least_10x_faster_than_through_the_cli() {
     let cycle = [
         commands::status(),
         commands::pools(),
-        commands::undersized_pgs(),
+        commands::pgs_brief(),
         commands::histograms(),
         commands::osd_config_get("osd_op_queue"),
         commands::osd_config_get("osd_mclock_profile"),

@@ -58,7 +58,7 @@ fn fake_ceph(dir: &TempDir) -> String {
     let script = format!(
         "#!/bin/sh\n\
          case \"$*\" in\n\
-         *'pg ls undersized'*) exec cat '{u}/ceph_pg_ls_undersized.json' ;;\n\
+         *'pg dump pgs_brief'*) exec cat '{u}/ceph_pg_dump_pgs_brief.json' ;;\n\
          *'osd pool ls detail'*) exec cat '{u}/ceph_osd_pool_ls_detail.json' ;;\n\
          *'config dump'*) exec cat '{u}/ceph_config_dump.json' ;;\n\
          status*) exec cat '{u}/ceph_status.json' ;;\n\

@@ -2,6 +2,7 @@
 
 pub mod admin_socket;
 pub mod any;
+pub mod caps;
 pub mod cli;
 pub mod fake;
 pub mod ops;
@@ -12,8 +13,9 @@ use std::future::Future;
 use std::time::Duration;
 
 /// The largest reply read from one command by default: `pg ls undersized` at 100k PGs is
-/// 223 MiB, which would not fit a 256 MiB container at the moment the cluster is worst; the
-/// commands the program sends answer in well under 64 MiB up to 10k OSDs and 30k PGs listed.
+/// 223 MiB, which would not fit a 256 MiB container at the moment the cluster is worst. The
+/// commands the collector sends answer in well under 64 MiB up to 10k OSDs; `pg dump pgs_brief`
+/// (~110 bytes per PG) up to about 580k PGs (docs/benchmarks.md, 100k PGs undersized).
 pub const DEFAULT_MAX_REPLY_BYTES: u64 = 64 << 20;
 
 /// A `ceph` command as words, without the program and without `--format json` (the client adds it).
@@ -60,6 +62,7 @@ impl Output {
             Err(CephError::PermissionDenied {
                 command: command.to_string(),
                 stderr: first_lines(&self.stderr, 5),
+                cap: caps::needed(command),
             })
         } else {
             Err(CephError::Failed {
@@ -87,9 +90,14 @@ pub enum CephError {
         code: Option<i32>,
         stderr: String,
     },
-    /// EACCES: the cephx user lacks a capability. Retrying does not help until the caps change.
-    #[error("`{command}` was refused with EACCES: the cephx user lacks a capability for it ({stderr}); grant the caps listed in docs/deployment.md (ceph auth caps ...) or use --ceph-name with a user that has them")]
-    PermissionDenied { command: String, stderr: String },
+    /// EACCES: the cephx user lacks a capability (`cap`, the grant that would allow the
+    /// command). Retrying does not help until the caps change.
+    #[error("`{command}` was refused with EACCES ({stderr}): the cephx user lacks {cap}; grant it with `ceph auth caps` (which replaces all of the user's caps: give the whole list of docs/deployment.md) or use --ceph-name with a user that has it")]
+    PermissionDenied {
+        command: String,
+        stderr: String,
+        cap: String,
+    },
     /// The reply passed the cap on what is read from one command (memory stays bounded when
     /// the cluster is at its worst and answers the most).
     #[error("`{command}` answered more than {} and was stopped (the cap keeps the exporter's memory bounded); raise --ceph.max-reply-bytes if this cluster needs it", crate::units::fmt_bytes(*cap))]

@@ -302,7 +302,12 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("ceph config set osd k v"), "{msg}");
         assert!(msg.contains("access denied"), "{msg}");
-        assert!(msg.contains("caps"), "{msg}");
+        // The grant that would allow it, and how to give it without taking others away.
+        assert!(
+            msg.contains(r#"lacks mon 'allow command "config set" with who=osd'"#),
+            "{msg}"
+        );
+        assert!(msg.contains("ceph auth caps"), "{msg}");
     }
 
     #[tokio::test]

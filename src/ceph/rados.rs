@@ -84,6 +84,18 @@ enum Arg<'a> {
     List(&'a [&'a str]),
 }
 
+/// The values `pg dump` accepts for what to dump.
+const PG_DUMP_CONTENTS: [&str; 8] = [
+    "all",
+    "summary",
+    "sum",
+    "delta",
+    "pools",
+    "osds",
+    "pgs",
+    "pgs_brief",
+];
+
 const OSD_LS_JSON: &str = "{\"prefix\":\"osd ls\",\"format\":\"json\"}";
 
 /// Translates the words this program sends into the JSON command the CLI would send (checked
@@ -120,6 +132,12 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
         ["osd", "pool", "ls"] => mon("osd pool ls", &[]),
         ["osd", "pool", "ls", "detail"] => mon("osd pool ls", &[("detail", Arg::Str("detail"))]),
         ["pg", "ls"] => mon("pg ls", &[]),
+        // `dumpcontents` is a list of choices (MgrCommands.h: all|summary|sum|delta|pools|osds|
+        // pgs|pgs_brief, n=N), sent as a list like `pg ls`'s states.
+        ["pg", "dump"] => mon("pg dump", &[]),
+        ["pg", "dump", contents @ ..] if contents.iter().all(|c| PG_DUMP_CONTENTS.contains(c)) => {
+            mon("pg dump", &[("dumpcontents", Arg::List(contents))])
+        }
         // A number first would be the optional pool id: not something this program sends.
         ["pg", "ls", states @ ..] if states.iter().all(|s| s.parse::<i64>().is_err()) => {
             mon("pg ls", &[("states", Arg::List(states))])

@@ -79,6 +79,11 @@ impl CollectError {
             CollectError::Skipped => "skipped",
         }
     }
+
+    /// Ceph refused the command for lack of a cephx capability.
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, CollectError::Ops(e) if e.is_permission_denied())
+    }
 }
 
 /// A value with the (monotonic) time it was collected.
@@ -159,8 +164,9 @@ pub struct Snapshot {
     pub cycle_duration: Duration,
     pub status: Option<Stamped<StatusData>>,
     pub pools: Option<Stamped<Vec<parse::pools::Pool>>>,
-    /// PGs currently undersized (listed only when the status says there are any).
-    pub undersized_pgs: Option<Stamped<Vec<parse::pgs::PgBrief>>>,
+    /// PGs currently undersized, counted per pool (listed only when the status says there are
+    /// any).
+    pub undersized_pgs: Option<Stamped<parse::pgs::UndersizedPgs>>,
     pub latency: Option<Stamped<LatencyData>>,
     pub schedulers: Option<Stamped<BTreeMap<String, OsdScheduler>>>,
     pub collectors: Vec<CollectorHealth>,
@@ -302,6 +308,15 @@ pub mod commands {
     pub fn pools() -> CephCommand {
         CephCommand::new(["osd", "pool", "ls", "detail"])
     }
+    /// Every PG with its state and acting set, ~110 bytes each (16.2.15): what the PG
+    /// collector reads, the undersized ones counted while the reply is read. 64 MiB, the
+    /// default reply cap, holds about 500k PGs.
+    pub fn pgs_brief() -> CephCommand {
+        CephCommand::new(["pg", "dump", "pgs_brief"])
+    }
+    /// Only the undersized PGs, but with all their stats: ~2.3 KB each (16.2.15), so 100k
+    /// undersized PGs answer 223 MiB. Used only when `pg dump` is refused (a cephx user with
+    /// `mgr 'allow command "pg ls"'`, the caps documented before `pg dump` was used).
     pub fn undersized_pgs() -> CephCommand {
         CephCommand::new(["pg", "ls", "undersized"])
     }
@@ -406,6 +421,9 @@ pub struct Collector<C> {
     sum_aggregator: SumAggregator,
     /// Whether the last cycle read the `op_w_latency` sums (to log changes only).
     sums_ok: Option<bool>,
+    /// Whether the last listing of PGs had to fall back to `pg ls undersized` (to log changes
+    /// only).
+    pgs_fallback: Option<bool>,
     /// `osd.N` -> host, from `ceph osd tree`, and the cycle it was read.
     hosts: BTreeMap<String, String>,
     hosts_read_at: Option<u64>,
@@ -421,6 +439,7 @@ impl<C: Client> Collector<C> {
             aggregator: Aggregator::default(),
             sum_aggregator: SumAggregator::default(),
             sums_ok: None,
+            pgs_fallback: None,
             hosts: BTreeMap::new(),
             hosts_read_at: None,
             client,
@@ -484,6 +503,19 @@ impl<C: Client> Collector<C> {
         ))
     }
 
+    /// Says when the PG listing starts or stops falling back to `pg ls undersized`.
+    fn note_pgs_fallback(&mut self, refused: Option<CollectError>) {
+        match (self.pgs_fallback.replace(refused.is_some()), refused) {
+            (Some(true), Some(_)) | (Some(false) | None, None) => {}
+            (_, Some(e)) => {
+                tracing::warn!(error = %e, "listing undersized PGs with `ceph pg ls undersized` instead of `ceph pg dump pgs_brief`: it answers ~2.3 KB per undersized PG (pgs_brief ~0.1 KB per PG), so with many undersized PGs it passes --ceph.max-reply-bytes and the PG collector fails (too_large) when redundancy is most at risk; grant mgr 'allow command \"pg dump\"' (docs/deployment.md)")
+            }
+            (Some(true), None) => tracing::info!(
+                "`ceph pg dump pgs_brief` is allowed again: undersized PGs are counted from it"
+            ),
+        }
+    }
+
     fn record(&mut self, name: CollectorName, started: Instant, result: Result<(), CollectError>) {
         let elapsed = started.elapsed();
         let Some(h) = self.current.collectors.iter_mut().find(|h| h.name == name) else {
@@ -497,10 +529,17 @@ impl<C: Client> Collector<C> {
                 h.last_success = Some(SystemTime::now());
             }
             Err(e) => {
-                tracing::warn!(collector = name.as_str(), reason = e.reason(), error = %e, "collection failed; keeping the last good data until it is stale");
+                let text = e.to_string();
+                // A refusal stays until someone grants the cap: said once (it names the grant),
+                // then counted, not repeated every cycle.
+                if e.is_permission_denied() && h.last_error.as_ref() == Some(&text) {
+                    tracing::debug!(collector = name.as_str(), reason = e.reason(), error = %e, "collection refused again");
+                } else {
+                    tracing::warn!(collector = name.as_str(), reason = e.reason(), error = %e, "collection failed; keeping the last good data until it is stale");
+                }
                 h.last_ok = false;
                 *h.errors_total.entry(e.reason()).or_insert(0) += 1;
-                h.last_error = Some(e.to_string());
+                h.last_error = Some(text);
             }
         }
     }
@@ -551,12 +590,9 @@ impl<C: Client> Collector<C> {
             if !cluster {
                 (t, Err(CollectError::Skipped))
             } else if undersized_hint {
-                (
-                    t,
-                    run_parsed(client, commands::undersized_pgs(), parse_undersized).await,
-                )
+                (t, undersized_pgs(client).await)
             } else {
-                (t, Ok(Vec::new()))
+                (t, Ok((parse::pgs::UndersizedPgs::default(), None)))
             }
         };
         let ((t_pools, pools), (t_pgs, pgs), (t_lat, hist), (t_sched, sched)) = tokio::join!(
@@ -606,7 +642,8 @@ impl<C: Client> Collector<C> {
         });
         self.record(CollectorName::Pools, t_pools, result);
 
-        let result = pgs.map(|p| {
+        let result = pgs.map(|(p, refused)| {
+            self.note_pgs_fallback(refused);
             self.current.undersized_pgs = Some(Stamped {
                 at: Instant::now(),
                 value: p,
@@ -719,12 +756,30 @@ impl<C: Client> Collector<C> {
     }
 }
 
+/// The undersized PGs, from `pg dump pgs_brief`; when that is refused (EACCES), from `pg ls
+/// undersized`, with the refusal (said in the log).
+pub(crate) async fn undersized_pgs<C: Client>(
+    client: &C,
+) -> Result<(parse::pgs::UndersizedPgs, Option<CollectError>), CollectError> {
+    match run_parsed(client, commands::pgs_brief(), parse::pgs::undersized).await {
+        Err(refused) if refused.is_permission_denied() => {
+            match run_parsed(client, commands::undersized_pgs(), parse_undersized).await {
+                Ok(pgs) => Ok((pgs, Some(refused))),
+                // Refused too: the cap to grant is the one `pg dump` needs.
+                Err(e) if e.is_permission_denied() => Err(refused),
+                Err(e) => Err(e),
+            }
+        }
+        other => other.map(|pgs| (pgs, None)),
+    }
+}
+
 /// `pg ls undersized`: releases before Nautilus print nothing at all when no PG matches.
-fn parse_undersized(out: &[u8]) -> Result<Vec<parse::pgs::PgBrief>, ParseError> {
+fn parse_undersized(out: &[u8]) -> Result<parse::pgs::UndersizedPgs, ParseError> {
     if out.iter().all(u8::is_ascii_whitespace) {
-        Ok(Vec::new())
+        Ok(parse::pgs::UndersizedPgs::default())
     } else {
-        parse::pgs::parse(out)
+        parse::pgs::undersized(out)
     }
 }
 

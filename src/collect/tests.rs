@@ -43,8 +43,8 @@ fn cluster(state: &str) -> FakeClient {
         Reply::ok(fixture(&format!("{state}/ceph_osd_pool_ls_detail.json"))),
     );
     c.set(
-        &commands::undersized_pgs(),
-        Reply::ok(fixture(&format!("{state}/ceph_pg_ls_undersized.json"))),
+        &commands::pgs_brief(),
+        Reply::ok(fixture(&format!("{state}/ceph_pg_dump_pgs_brief.json"))),
     );
     let hist = fixture(&format!("{state}/ceph_tell_osd.0_perf_histogram_dump.json"));
     c.set(
@@ -88,7 +88,8 @@ async fn healthy_cluster_lists_no_pgs_and_reports_clean() {
         value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
         Some(0.0)
     );
-    // Healthy: no undersized state in the status, so `pg ls` is not run at all.
+    // Healthy: no undersized state in the status, so the PGs are not listed at all.
+    assert!(!client.calls().contains(&commands::pgs_brief()));
     assert!(!client.calls().contains(&commands::undersized_pgs()));
     for name in CollectorName::ALL {
         assert_eq!(
@@ -114,7 +115,8 @@ async fn undersized_cluster_shows_pool_at_min_size() {
     // 18 active+undersized+degraded + 1 active+undersized (fixtures/undersized/ceph_status.json).
     assert_eq!(value(&text, "ceph_pg_undersized"), Some(19.0));
     assert_eq!(value(&text, "ceph_pg_degraded"), Some(18.0));
-    assert!(client.calls().contains(&commands::undersized_pgs()));
+    assert!(client.calls().contains(&commands::pgs_brief()));
+    assert!(!client.calls().contains(&commands::undersized_pgs()));
     assert_eq!(
         value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
         Some(1.0)
@@ -382,6 +384,13 @@ fn lab_cluster(state: &str) -> FakeClient {
     ] {
         c.set(&cmd, lab_fixture(&format!("{state}.{name}")));
     }
+    // Not recorded with these: the user has the caps documented before `pg dump` was read
+    // (`mgr 'allow command "pg ls"'`), so the PGs come from the recorded `pg ls` (the mgr's
+    // refusal as the CLI prints it: `Error EACCES: access denied`, exit code 13).
+    c.set(
+        &commands::pgs_brief(),
+        Reply::fail(13, "Error EACCES: access denied"),
+    );
     c
 }
 
@@ -397,6 +406,18 @@ async fn real_outputs_with_one_osd_down() {
     assert_eq!(
         value(&text, "ceph_pool_at_min_size{pool=\"rbd-vms\"}"),
         Some(1.0)
+    );
+    // Counted from the recorded `pg ls undersized` (`pg dump` refused, see lab_cluster).
+    assert_eq!(
+        value(
+            &text,
+            "ceph_recovery_budget_collector_up{collector=\"pgs\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "ceph_pool_pgs_undersized{pool=\"rbd-vms\"}"),
+        Some(25.0)
     );
     assert_eq!(
         value(
@@ -428,6 +449,66 @@ async fn real_outputs_with_one_osd_down() {
             "ceph_osd_op_queue_info{ceph_daemon=\"osd.0\",queue=\"mclock_scheduler\"}"
         ),
         Some(1.0)
+    );
+}
+
+/// A cephx user allowed `pg ls` but not `pg dump` (the caps documented before the collector
+/// read `pg dump`): the PGs are counted from `pg ls undersized`, to the same numbers, and the
+/// collector stays up.
+#[tokio::test(start_paused = true)]
+async fn pg_dump_refused_falls_back_to_pg_ls_with_the_same_counts() {
+    let direct = render(
+        &Collector::new(cluster("undersized"), settings())
+            .collect_once()
+            .await,
+    );
+    let c = cluster("undersized");
+    c.set(
+        &commands::pgs_brief(),
+        Reply::fail(13, "Error EACCES: access denied"),
+    );
+    c.set(
+        &commands::undersized_pgs(),
+        Reply::ok(fixture("undersized/ceph_pg_ls_undersized.json")),
+    );
+    let via_ls = render(&Collector::new(c.clone(), settings()).collect_once().await);
+    assert!(c.calls().contains(&commands::undersized_pgs()));
+    assert_eq!(
+        value(&via_ls, "ceph_pool_pgs_undersized{pool=\"rbd-vms\"}"),
+        Some(18.0)
+    );
+    for series in [
+        "ceph_pool_pgs_undersized{pool=\"rbd-vms\"}",
+        "ceph_pool_pgs_at_min_size{pool=\"rbd-vms\"}",
+        "ceph_pool_at_min_size{pool=\"rbd-vms\"}",
+        "ceph_recovery_budget_collector_up{collector=\"pgs\"}",
+    ] {
+        assert!(value(&direct, series).is_some(), "{series}");
+        assert_eq!(value(&direct, series), value(&via_ls, series), "{series}");
+    }
+}
+
+/// Neither listing allowed: the PG collector is down as `permission_denied`, and its error names
+/// the grant the collector wants (`pg dump`), not the fallback's.
+#[tokio::test(start_paused = true)]
+async fn pgs_refused_both_ways_name_the_pg_dump_grant() {
+    let c = cluster("undersized");
+    for cmd in [commands::pgs_brief(), commands::undersized_pgs()] {
+        c.set(&cmd, Reply::fail(13, "Error EACCES: access denied"));
+    }
+    let s = Collector::new(c, settings()).collect_once().await;
+    let h = s
+        .collectors
+        .iter()
+        .find(|h| h.name == CollectorName::Pgs)
+        .expect("pgs collector");
+    assert!(!h.last_ok);
+    assert_eq!(h.errors_total.get("permission_denied"), Some(&1));
+    let e = h.last_error.as_deref().unwrap_or_default();
+    assert!(
+        e.contains("`ceph pg dump pgs_brief`")
+            && e.contains(r#"lacks mgr 'allow command "pg dump"'"#),
+        "{e}"
     );
 }
 
@@ -490,6 +571,7 @@ fn every_error_reason_is_published_from_the_start() {
         CollectError::Ops(OpsError::Ceph(CephError::PermissionDenied {
             command: "c".into(),
             stderr: String::new(),
+            cap: String::new(),
         })),
     ];
     for e in errors {

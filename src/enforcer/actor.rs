@@ -107,6 +107,9 @@ pub struct FakeActor {
     /// by the enforcer (it must, before the flag is set).
     pub state_file: std::sync::Arc<std::sync::Mutex<Option<std::path::PathBuf>>>,
     pub flag_in_state_file_when_set: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    /// While set, every change (config set/rm, osd set/unset) is refused with EACCES, as the
+    /// mon refuses a cephx user without the grant.
+    pub refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// What `ceph versions` answers; None: the lab's (16.2.15 pacific on 4 OSDs).
     pub versions: std::sync::Arc<std::sync::Mutex<Option<Result<OsdVersions, String>>>>,
 }
@@ -160,6 +163,20 @@ impl FakeActor {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
     }
+    /// The refusal of `what` (`config set osd k v`) when [`FakeActor::refuse`] is set.
+    fn refusal(&self, what: &str) -> Option<OpsError> {
+        if !self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let command = crate::ceph::CephCommand::new(what.split(' '));
+        let out = crate::ceph::Output {
+            stdout: Vec::new(),
+            stderr: "Error EACCES: access denied".into(),
+            code: Some(13),
+            elapsed: std::time::Duration::ZERO,
+        };
+        out.success(&command).err().map(OpsError::Ceph)
+    }
 }
 
 impl Actor for FakeActor {
@@ -167,6 +184,9 @@ impl Actor for FakeActor {
         let what = format!("config set osd {key} {value}");
         self.log(what.clone());
         self.maybe_stall().await;
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
         if self.should_fail() {
             return Err(injected(&what));
         }
@@ -189,6 +209,9 @@ impl Actor for FakeActor {
         let what = format!("config rm osd {key}");
         self.log(what.clone());
         self.maybe_stall().await;
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
         if self.should_fail() {
             return Err(injected(&what));
         }
@@ -247,6 +270,9 @@ impl Actor for FakeActor {
                 v.push(listed);
             }
         }
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
         if self.flag_fails() {
             return Err(injected(&what));
         }
@@ -257,6 +283,9 @@ impl Actor for FakeActor {
     async fn unset_flag(&self, flag: &str) -> Result<(), OpsError> {
         let what = format!("osd unset {flag}");
         self.log(what.clone());
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
         if self.flag_fails() {
             return Err(injected(&what));
         }

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use super::event::DecisionRecord;
 use super::state::{ActionKind, EnforcerState};
-pub use super::types::Change;
 use super::types::Time;
+pub use super::types::{Change, Refused};
+use crate::ceph::ops::OpsError;
+use crate::ceph::CephError;
 
 /// A change of the OSDs' configuration: one step of the policy (throttle, suspend, a rung...).
 #[derive(Debug, Clone, PartialEq)]
@@ -150,8 +152,54 @@ pub struct ReadBack {
     pub at: Time,
 }
 
+/// Why a command of an effect failed, as the log says it; when Ceph refused it for lack of a
+/// cephx capability (EACCES), which command and the grant it needs: retrying cannot help until
+/// someone grants it, and the line must say what to grant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandError {
+    pub message: String,
+    pub refused: Option<Refused>,
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<OpsError> for CommandError {
+    fn from(e: OpsError) -> Self {
+        let refused = match &e {
+            OpsError::Ceph(CephError::PermissionDenied { command, cap, .. }) => Some(Refused {
+                command: command.clone(),
+                cap: cap.clone(),
+            }),
+            _ => None,
+        };
+        CommandError {
+            message: e.to_string(),
+            refused,
+        }
+    }
+}
+
+impl From<String> for CommandError {
+    fn from(message: String) -> Self {
+        CommandError {
+            message,
+            refused: None,
+        }
+    }
+}
+
+impl From<&str> for CommandError {
+    fn from(message: &str) -> Self {
+        message.to_string().into()
+    }
+}
+
 /// One flag command: the flag, and what the command answered.
-pub type FlagResult = (String, Result<(), String>);
+pub type FlagResult = (String, Result<(), CommandError>);
 
 /// What happened when the loop carried out an effect.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +216,7 @@ pub enum Outcome {
     /// A config change ran: `Err` is the first failed command's error; after a failure the keys
     /// are read back (`None`: the read failed).
     Config {
-        result: Result<(), String>,
+        result: Result<(), CommandError>,
         read_back: Option<ReadBack>,
     },
     /// Flag commands ran: each flag's result, in order. For `SetFlags`, `set` stops at the first
@@ -189,7 +237,7 @@ impl Outcome {
     }
 
     /// A config change that failed, nothing read back.
-    pub fn failed(error: impl Into<String>) -> Self {
+    pub fn failed(error: impl Into<CommandError>) -> Self {
         Outcome::Config {
             result: Err(error.into()),
             read_back: None,

@@ -49,7 +49,7 @@ use crate::units::fmt_secs;
 pub use actor::{Actor, CephActor};
 pub use decide::decide;
 pub use effect::{Action, Decision, Effect, FlagsFor, Outcome, Planned};
-use effect::{LogLine, ReadBack};
+use effect::{CommandError, LogLine, ReadBack};
 pub use event::{DecisionEvent, DecisionRecord};
 pub use observation::Observation;
 pub use outcome::{apply_outcome, AfterEffect};
@@ -575,13 +575,13 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 let mut set = Vec::new();
                 let mut unset = Vec::new();
                 for f in flags {
-                    let r = self.actor.set_flag(f).await.map_err(|e| e.to_string());
+                    let r = self.actor.set_flag(f).await.map_err(CommandError::from);
                     let failed = r.is_err();
                     set.push((f.clone(), r));
                     if failed {
                         // No half pause: each flag is taken back.
                         for f in flags {
-                            let r = self.actor.unset_flag(f).await.map_err(|e| e.to_string());
+                            let r = self.actor.unset_flag(f).await.map_err(CommandError::from);
                             unset.push((f.clone(), r));
                         }
                         break;
@@ -592,7 +592,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             Effect::UnsetFlags { flags, .. } => {
                 let mut unset = Vec::new();
                 for f in flags {
-                    let r = self.actor.unset_flag(f).await.map_err(|e| e.to_string());
+                    let r = self.actor.unset_flag(f).await.map_err(CommandError::from);
                     unset.push((f.clone(), r));
                 }
                 Outcome::Flags {
@@ -834,7 +834,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.publish(&obs, now, None);
     }
 
-    async fn perform(&self, action: &Action) -> Result<(), String> {
+    async fn perform(&self, action: &Action) -> Result<(), CommandError> {
         // A recovery limit the OSDs were told at runtime goes before the profile changes back:
         // the profile (or the config database) then sets their values again.
         for c in &action.changes {
@@ -847,8 +847,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
         for c in &action.changes {
             match &c.to {
-                Some(v) => self.actor.set(&c.key, v).await.map_err(|e| e.to_string())?,
-                None => self.actor.rm(&c.key).await.map_err(|e| e.to_string())?,
+                Some(v) => self.actor.set(&c.key, v).await?,
+                None => self.actor.rm(&c.key).await?,
             }
         }
         // The running OSDs too: a down OSD gets the config database's value when it starts,

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use super::ctx::Ctx;
-use super::effect::{Action, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack};
+use super::effect::{
+    Action, CommandError, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack, Refused,
+};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
 use super::observation::Observation;
@@ -12,6 +14,7 @@ use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry};
 use super::types::Time;
+use crate::ceph::caps;
 use crate::units::fmt_secs;
 
 /// What [`apply_outcome`] returns: the state now, and what to tell.
@@ -65,9 +68,77 @@ impl AfterEffect {
     }
 }
 
+/// The longest wait before a failed change is tried again, and the wait after a refusal for
+/// lack of a cephx capability (EACCES): no retry can fix that, only a person granting it.
+pub const MAX_RETRY_DELAY: f64 = 300.0;
+
 /// Backoff after failed attempts: 10 s, 20 s, 40 s, ... at most 5 minutes.
 pub fn retry_delay(attempts: u32) -> f64 {
-    (10.0 * 2f64.powi(attempts.saturating_sub(1).min(10) as i32)).min(300.0)
+    (10.0 * 2f64.powi(attempts.saturating_sub(1).min(10) as i32)).min(MAX_RETRY_DELAY)
+}
+
+/// The wait before trying again after `error`, the `attempts`-th failure in a row.
+fn delay_after(error: &CommandError, attempts: u32) -> f64 {
+    if error.refused.is_some() {
+        MAX_RETRY_DELAY
+    } else {
+        retry_delay(attempts)
+    }
+}
+
+/// One line for a command Ceph refused: what, which cephx user lacks which grant, and the
+/// command that grants it (with the whole list: `ceph auth caps` replaces every cap).
+pub fn refused_line(policy: &Policy, r: &Refused) -> String {
+    let (user, name) = match &policy.ceph_user {
+        Some(u) => (u.clone(), u.as_str()),
+        None => (
+            "this exporter runs as (client.admin unless --ceph-name or CEPH_ARGS name another)"
+                .to_string(),
+            "client.NAME",
+        ),
+    };
+    format!(
+        "PERMISSION DENIED: Ceph refused `{}` (EACCES): the cephx user {user} lacks {}; grant it with `ceph auth caps {name} {}` (auth caps replaces all of a user's caps: this is the whole enforce-mode list of docs/deployment.md)",
+        r.command,
+        r.cap,
+        caps::ENFORCER
+    )
+}
+
+/// Keeps the last refusal for `status` (`now`: when it came) until a command needing the same
+/// grant works (`worked`: the grants of the commands that did).
+fn track_refusal(
+    state: &mut EnforcerState,
+    worked: &[String],
+    refused: Option<&Refused>,
+    now: Time,
+) {
+    if state
+        .refused
+        .as_ref()
+        .is_some_and(|(r, _)| worked.contains(&r.cap))
+    {
+        state.refused = None;
+    }
+    if let Some(r) = refused {
+        state.refused = Some((r.clone(), now));
+    }
+}
+
+/// The grants of the flag commands of `results` that worked (`verb`: set or unset).
+fn flag_grants_that_worked(verb: &str, results: &[FlagResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(f, _)| caps::osd_flag(verb, f))
+        .collect()
+}
+
+/// The first refusal among `results`.
+fn first_refusal(results: &[FlagResult]) -> Option<&Refused> {
+    results
+        .iter()
+        .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.refused.as_ref()))
 }
 
 /// What must be remembered before `effect` runs, so that it is in the state file first (the
@@ -106,7 +177,7 @@ pub fn apply_outcome(
         Effect::UnsetFlags {
             flags,
             for_: FlagsFor::Lifecycle(when),
-        } => release_outcome(state, flags, when, outcome),
+        } => release_outcome(state, flags, when, outcome, now),
     }
 }
 
@@ -121,10 +192,10 @@ fn config_outcome(
 ) -> AfterEffect {
     let policy = ctx.policy;
     let mut took_anyway = None;
-    let (result, read_back): (Result<(), String>, Option<&ReadBack>) = match outcome {
+    let (result, read_back): (Result<(), CommandError>, Option<&ReadBack>) = match outcome {
         Outcome::Simulated => (Ok(()), None),
         Outcome::NotSaved { read_back, why } => (
-            Err(format!("not changing the cluster: {why}")),
+            Err(format!("not changing the cluster: {why}").into()),
             read_back.as_ref(),
         ),
         Outcome::Config { result: Ok(()), .. } => (Ok(()), None),
@@ -140,13 +211,13 @@ fn config_outcome(
                     .all(|c| rb.values.get(&c.key).cloned().flatten() == c.to)
             });
             if all_took {
-                took_anyway = Some(e.clone());
+                took_anyway = Some(e.message.clone());
                 (Ok(()), None)
             } else {
                 (Err(e.clone()), read_back.as_ref())
             }
         }
-        Outcome::Flags { .. } => (Err(MISMATCH.to_string()), None),
+        Outcome::Flags { .. } => (Err(MISMATCH.into()), None),
     };
     let mut rec = ctx.record(action.kind.event(), action.describe());
     rec.changes = action.changes.clone();
@@ -174,25 +245,42 @@ fn config_outcome(
                 .map_or(0, |r| r.attempts)
                 + 1;
             rec.event = DecisionEvent::ActionFailed.as_str().to_string();
-            rec.message = if action.kind == ActionKind::BlindRestore {
+            rec.message = match &e.refused {
+                Some(r) => format!(
+                    "FAILED {}: {}; attempt {attempts}, not tried again for {}: a missing cap does not come back by retrying",
+                    action.describe(),
+                    refused_line(policy, r),
+                    fmt_secs(MAX_RETRY_DELAY)
+                ),
                 // Nothing went back: the originals stay remembered for the next attempt.
-                format!(
+                None if action.kind == ActionKind::BlindRestore => format!(
                     "FAILED BLIND: {}; could not restore {}: {e}; attempt {attempts}, retrying in {}; the state file keeps the operator's originals",
                     action.reason,
                     action.changes.iter().map(|c| c.describe()).collect::<Vec<_>>().join(", "),
                     fmt_secs(retry_delay(attempts))
-                )
-            } else {
-                format!(
+                ),
+                None => format!(
                     "FAILED {}: {e}; attempt {attempts}, retrying in {}",
                     action.describe(),
                     fmt_secs(retry_delay(attempts))
-                )
+                ),
             };
             failed = true;
         }
     }
-    let mut next = apply_result(policy, state, action, result.is_ok(), ctx.now);
+    let mut next = apply_result(policy, state, action, result.as_ref().err(), ctx.now);
+    if policy.mode == Mode::Enforce {
+        let worked: Vec<String> = match &result {
+            Ok(()) => action
+                .changes
+                .iter()
+                .map(|c| caps::config_change(if c.to.is_some() { "set" } else { "rm" }, "osd"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let refused = result.as_ref().err().and_then(|e| e.refused.as_ref());
+        track_refusal(&mut next, &worked, refused, ctx.now);
+    }
     let mut persist = None;
     if failed && policy.mode == Mode::Enforce {
         if let Some(rb) = read_back {
@@ -303,6 +391,7 @@ fn pause_outcome(
         slice_line(&mut after, DecisionEvent::Pause, rec, true, share);
         return after;
     }
+    let mut refused = None;
     let (failed, take_back): (Option<String>, &[FlagResult]) = match outcome {
         Outcome::NotSaved { why, .. } => {
             for f in flags {
@@ -310,11 +399,19 @@ fn pause_outcome(
             }
             (Some(format!("not pausing: {why}")), &[])
         }
-        Outcome::Flags { set, unset } => (
-            set.iter()
-                .find_map(|(f, r)| r.as_ref().err().map(|e| format!("ceph osd set {f}: {e}"))),
-            unset,
-        ),
+        Outcome::Flags { set, unset } => {
+            refused = first_refusal(set).cloned();
+            let mut worked = flag_grants_that_worked("set", set);
+            worked.extend(flag_grants_that_worked("unset", unset));
+            track_refusal(&mut after.next, &worked, refused.as_ref(), ctx.now);
+            let failed = set.iter().find_map(|(f, r)| {
+                r.as_ref().err().map(|e| match &e.refused {
+                    Some(r) => refused_line(policy, r),
+                    None => format!("ceph osd set {f}: {e}"),
+                })
+            });
+            (failed, unset)
+        }
         Outcome::Simulated | Outcome::Config { .. } => (Some(MISMATCH.to_string()), &[]),
     };
     let rec = match failed {
@@ -344,8 +441,20 @@ fn pause_outcome(
                     Err(_) => left.push(f.clone()),
                 }
             }
+            let again = if refused.is_some() {
+                // Every period would be refused the same way: no pause until much later.
+                if let Some(p) = next.ladder.pause.as_mut() {
+                    p.held_until = Some(ctx.now + MAX_RETRY_DELAY);
+                }
+                format!(
+                    "no pause is tried for {}: a missing cap does not come back by retrying",
+                    fmt_secs(MAX_RETRY_DELAY)
+                )
+            } else {
+                "the pause is tried again in its next slot".to_string()
+            };
             let then = if left.is_empty() {
-                "nothing of it stays set; the pause is tried again in its next slot".to_string()
+                format!("nothing of it stays set; {again}")
             } else {
                 format!(
                     "{} may still be set: unsetting it is retried every cycle",
@@ -391,7 +500,7 @@ fn unpause_outcome(ctx: &Ctx<'_>, state: EnforcerState, outcome: &Outcome) -> Af
         slice_line(&mut after, DecisionEvent::Unpause, rec, false, share);
         return after;
     }
-    let errors = forget_unset(&mut after.next, outcome);
+    let errors = forget_unset(&mut after.next, outcome, ctx.now);
     let (event, rec) = if errors.is_empty() {
         let why = if after.next.ladder.pause.is_some() {
             format!(
@@ -436,9 +545,10 @@ fn release_outcome(
     flags: &[String],
     when: &'static str,
     outcome: &Outcome,
+    now: Time,
 ) -> AfterEffect {
     let mut after = AfterEffect::new(state);
-    let failed = forget_unset(&mut after.next, outcome);
+    let failed = forget_unset(&mut after.next, outcome, now);
     after.lines.push(if failed.is_empty() {
         LogLine::Info(format!("{when}: unset {} (set by the enforcer's pause rung); recovery is not paused by the enforcer", flags.join(", ")))
     } else {
@@ -448,15 +558,27 @@ fn release_outcome(
     after
 }
 
-/// The state once `action` was carried out (`ok`) or failed (retried with backoff).
+/// The state once `action` was carried out (`failure` none) or failed (retried with backoff).
 fn apply_result(
     policy: &Policy,
     mut state: EnforcerState,
     action: &Action,
-    ok: bool,
+    failure: Option<&CommandError>,
     now: Time,
 ) -> EnforcerState {
-    if ok {
+    if let Some(error) = failure {
+        let attempts = state
+            .retry
+            .as_ref()
+            .filter(|r| r.kind == action.kind)
+            .map_or(0, |r| r.attempts)
+            + 1;
+        state.retry = Some(Retry {
+            kind: action.kind,
+            attempts,
+            next_at: now + delay_after(error, attempts),
+        });
+    } else {
         state.retry = None;
         // A restore does not count against the change limits (see `decide::to_action`).
         if !action.changes.is_empty()
@@ -540,18 +662,6 @@ fn apply_result(
                 }
             }
         }
-    } else {
-        let attempts = state
-            .retry
-            .as_ref()
-            .filter(|r| r.kind == action.kind)
-            .map_or(0, |r| r.attempts)
-            + 1;
-        state.retry = Some(Retry {
-            kind: action.kind,
-            attempts,
-            next_at: now + retry_delay(attempts),
-        });
     }
     state
 }
@@ -589,11 +699,14 @@ pub fn by_hand(effect: &Effect) -> Vec<String> {
 }
 
 /// Drops each flag the `osd unset` of `outcome` did unset from what the enforcer holds; the
-/// failures, one line each (a flag not unset stays the enforcer's, to be tried again).
-fn forget_unset(next: &mut EnforcerState, outcome: &Outcome) -> Vec<String> {
+/// failures, one line each (a flag not unset stays the enforcer's, to be tried again: recovery
+/// stays paused until it is, so not even a refusal slows that down).
+fn forget_unset(next: &mut EnforcerState, outcome: &Outcome, now: Time) -> Vec<String> {
     let Outcome::Flags { unset, .. } = outcome else {
         return vec![MISMATCH.to_string()];
     };
+    let worked = flag_grants_that_worked("unset", unset);
+    track_refusal(next, &worked, first_refusal(unset), now);
     let mut failed = Vec::new();
     for (f, r) in unset {
         match r {
@@ -604,4 +717,189 @@ fn forget_unset(next: &mut EnforcerState, outcome: &Outcome) -> Vec<String> {
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ceph::ops::OpsError;
+    use crate::ceph::{CephCommand, Output};
+    use crate::enforcer::decide::decide;
+    use crate::enforcer::pause::{pause_step, PauseInput};
+    use crate::enforcer::tests::{policy, undersized, T0};
+    use crate::enforcer::view::EnforcerView;
+
+    /// What a command refused by the mon becomes on its way to the enforcer: the CLI's exit
+    /// code 13 and message, through the same conversions as in the loop.
+    fn refused(words: &[&str]) -> CommandError {
+        let command = CephCommand::new(words.iter().copied());
+        let out = Output {
+            stdout: Vec::new(),
+            stderr: "Error EACCES: access denied".into(),
+            code: Some(13),
+            elapsed: std::time::Duration::ZERO,
+        };
+        let e = out
+            .success(&command)
+            .expect_err("exit code 13 is a failure");
+        OpsError::from(e).into()
+    }
+
+    fn as_user() -> Policy {
+        Policy {
+            ceph_user: Some("client.recovery-budget".into()),
+            ..policy()
+        }
+    }
+
+    /// A `config set` the cephx user may not make: one line that names the command, the user,
+    /// the missing grant and the `ceph auth caps` that fixes it; no fast retries (the next
+    /// attempt 5 minutes later, not 10 s); `status` says it until a change works again.
+    #[test]
+    fn a_refused_change_says_what_to_grant_and_waits_the_longest() {
+        let p = as_user();
+        let obs = undersized(500.0);
+        let mut state = EnforcerState::default();
+        let mut now = T0;
+        let mut attempts_at = Vec::new();
+        let mut lines = Vec::new();
+        for _ in 0..(700 / 5) {
+            let d = decide(&p, &obs, &state, now);
+            state = d.next.clone();
+            if let Some(a) = d.action().cloned() {
+                attempts_at.push(now - T0);
+                let words: Vec<String> = vec!["config".into(), "set".into(), "osd".into()];
+                let c = &a.changes[0];
+                let mut words: Vec<&str> = words.iter().map(String::as_str).collect();
+                words.extend([c.key.as_str(), c.to.as_deref().unwrap_or_default()]);
+                let error = refused(&words);
+                let after = apply_outcome(
+                    &p,
+                    &obs,
+                    state,
+                    &Effect::Config(a),
+                    &Outcome::failed(error),
+                    now,
+                );
+                assert!(after.failed);
+                lines.extend(after.records.iter().map(|r| r.message.clone()));
+                state = after.next;
+            }
+            now += 5.0;
+        }
+        assert_eq!(attempts_at, vec![0.0, 300.0, 600.0], "no fast retries");
+        assert_eq!(lines.len(), 3);
+        let line = &lines[0];
+        for part in [
+            "PERMISSION DENIED",
+            "`ceph config set osd osd_mclock_profile high_recovery_ops`",
+            r#"the cephx user client.recovery-budget lacks mon 'allow command "config set" with who=osd'"#,
+            &format!("ceph auth caps client.recovery-budget {}", caps::ENFORCER),
+            "not tried again for 5m0s",
+        ] {
+            assert!(line.contains(part), "{part:?} not in {line}");
+        }
+        let mut view = EnforcerView::new(&p);
+        view.update_mode_only(&p, &state);
+        let said = view.permission_denied.clone().unwrap_or_default();
+        assert!(
+            said.contains(r#"lacks mon 'allow command "config set" with who=osd'"#),
+            "{said}"
+        );
+
+        // Granted: the next attempt works and `status` no longer says it.
+        now = T0 + 900.0;
+        let d = decide(&p, &obs, &state, now);
+        let a = d.action().cloned().expect("tried again after the wait");
+        let after = apply_outcome(&p, &obs, d.next, &Effect::Config(a), &Outcome::done(), now);
+        assert!(!after.failed);
+        view.update_mode_only(&p, &after.next);
+        assert_eq!(view.permission_denied, None);
+    }
+
+    /// Without --ceph-name the line still gives a command to run, with a placeholder.
+    #[test]
+    fn without_a_user_name_the_line_says_which_user() {
+        let r = refused(&["config", "rm", "osd", "osd_mclock_profile"])
+            .refused
+            .expect("refused");
+        let line = refused_line(&policy(), &r);
+        assert!(line.contains("client.admin unless --ceph-name"), "{line}");
+        assert!(
+            line.contains("ceph auth caps client.NAME mon 'allow r, "),
+            "{line}"
+        );
+        assert!(
+            line.contains(r#"lacks mon 'allow command "config rm" with who=osd'"#),
+            "{line}"
+        );
+    }
+
+    /// Other failures keep the short backoff: only a refusal waits the longest at once.
+    #[test]
+    fn a_timeout_is_not_a_refusal() {
+        let e = CommandError::from(OpsError::Ceph(crate::ceph::CephError::Timeout {
+            command: "ceph config set osd k v".into(),
+            timeout: std::time::Duration::from_secs(10),
+        }));
+        assert_eq!(e.refused, None);
+        assert_eq!(delay_after(&e, 1), 10.0);
+        assert_eq!(
+            delay_after(&refused(&["osd", "set", "nobackfill"]), 1),
+            MAX_RETRY_DELAY
+        );
+    }
+
+    /// `ceph osd set nobackfill` refused: nothing stays set, the line says what to grant, and
+    /// no pause is tried for 5 minutes (not at every 60 s period).
+    #[test]
+    fn a_refused_pause_is_not_tried_again_at_every_period() {
+        let p = as_user();
+        let obs = undersized(500.0);
+        let now = T0;
+        let mut state = EnforcerState::default();
+        let mut ps = PauseState::start(&p.ladder.pause, now);
+        ps.paused = true;
+        ps.paused_at = Some(now);
+        state.ladder.pause = Some(ps);
+        state.flags_set = PAUSE_FLAGS.iter().map(|f| f.to_string()).collect();
+        let outcome = Outcome::Flags {
+            set: vec![(
+                "nobackfill".into(),
+                Err(refused(&["osd", "set", "nobackfill"])),
+            )],
+            unset: vec![("nobackfill".into(), Ok(())), ("norecover".into(), Ok(()))],
+        };
+        let effect = Effect::SetFlags {
+            flags: PAUSE_FLAGS.iter().map(|f| f.to_string()).collect(),
+            for_: FlagsFor::Pause,
+        };
+        let after = apply_outcome(&p, &obs, state, &effect, &outcome, now);
+        assert!(after.failed);
+        assert!(after.next.flags_set.is_empty(), "nothing of it stays set");
+        let line = &after.records[0].message;
+        assert!(
+            line.contains(r#"lacks mon 'allow command "osd set" with key=nobackfill'"#)
+                && line.contains("no pause is tried for 5m0s"),
+            "{line}"
+        );
+        let held = after.next.ladder.pause.clone().expect("the rung stays");
+        assert_eq!(held.held_until, Some(now + MAX_RETRY_DELAY));
+        let bound = 0.032;
+        let paused_at = |t: Time| {
+            pause_step(
+                &p.ladder.pause,
+                &held,
+                &PauseInput {
+                    now: t,
+                    p99: Some(0.5),
+                    bound,
+                },
+            )
+            .next
+            .is_some_and(|n| n.paused)
+        };
+        assert!(!paused_at(now + 60.0) && !paused_at(now + 240.0));
+        assert!(paused_at(now + 300.0), "tried again once the wait is over");
+    }
 }

@@ -65,6 +65,10 @@ pub struct PauseState {
     /// decision comes late.
     #[serde(default)]
     pub unpaused_at: Option<Time>,
+    /// No pause starts before this: `ceph osd set` was refused for lack of a cephx capability,
+    /// which trying again every period does not fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<Time>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +115,7 @@ impl PauseState {
             paused_total: 0.0,
             paused_at: None,
             unpaused_at: None,
+            held_until: None,
         }
     }
 
@@ -234,8 +239,11 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         if let Some(t) = next.paused_at {
             want_paused &= now - t + policy.tick <= max + policy.tick / 2.0 + 1e-9;
         }
-    } else if let Some(u) = next.unpaused_at {
-        want_paused &= now - u >= policy.period - max - policy.tick / 2.0 - 1e-9;
+    } else {
+        if let Some(u) = next.unpaused_at {
+            want_paused &= now - u >= policy.period - max - policy.tick / 2.0 - 1e-9;
+        }
+        want_paused &= next.held_until.is_none_or(|h| now >= h);
     }
     match flag_change(next.paused, want_paused) {
         Some(FlagAction::Set) => {

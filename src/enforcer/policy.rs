@@ -141,6 +141,10 @@ pub struct Policy {
     /// How long OSDs get to take a profile before one that did not is reported.
     pub verify_after: Duration,
     pub state_file: PathBuf,
+    /// The cephx user the commands run as (`--ceph-name`), for the line that says what to
+    /// grant when Ceph refuses a change; `None`: the CLI's default (client.admin unless
+    /// CEPH_ARGS names another).
+    pub ceph_user: Option<String>,
     pub ladder: LadderPolicy,
     /// What a clean exit hands back.
     pub on_exit: OnExit,
@@ -206,6 +210,7 @@ impl Default for Policy {
             max_changes_per_hour: 6,
             verify_after: Duration::from_secs(30),
             state_file: PathBuf::from(DEFAULT_STATE_FILE),
+            ceph_user: None,
             ladder: LadderPolicy::default(),
             on_exit: OnExit::Restore,
             exit_timeout: Duration::from_secs(20),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::DecisionEvent;
 use super::pause::PauseState;
+use super::types::Refused;
 pub use super::types::Time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -199,6 +200,11 @@ pub struct EnforcerState {
     /// someone else's flags: then the enforcer sees). Kept across a restart: time nobody
     /// watched counts towards `--enforcer.blind-restore-after`.
     pub blind_since: Option<Time>,
+    /// The last command Ceph refused for lack of a cephx capability, and when, until a command
+    /// needing the same grant works: what `status` says. Not persisted: a restart learns it
+    /// again at the first refusal.
+    #[serde(skip)]
+    pub refused: Option<(Refused, Time)>,
     /// The pause share of the last PAUSE line in the decision log: each slice at the same share
     /// is counted and logged at debug level only, so the log stays readable. Not persisted.
     #[serde(skip)]

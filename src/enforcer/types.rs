@@ -23,3 +23,10 @@ impl Change {
         )
     }
 }
+
+/// A command Ceph refused with EACCES, and the grant it needs (`crate::ceph::caps`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub command: String,
+    pub cap: String,
+}

@@ -77,6 +77,9 @@ pub struct EnforcerView {
     /// Pause flags and lever keys on the cluster the enforcer has no record of setting: found
     /// at start, refreshed by each cycle that reads them; never touched.
     pub unowned: Vec<Unowned>,
+    /// The last change Ceph refused for lack of a cephx capability, in words that say what to
+    /// grant; until a command needing the same grant works.
+    pub permission_denied: Option<String>,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -128,6 +131,7 @@ impl EnforcerView {
             lease_error: None,
             lease_error_reason: None,
             unowned: Vec::new(),
+            permission_denied: None,
             // Every event at 0 from the start, so that `increase()` sees the first.
             decisions_total: DecisionEvent::ALL
                 .iter()
@@ -182,6 +186,15 @@ impl EnforcerView {
         self.pause_share = state.ladder.pause.as_ref().map_or(0.0, |p| p.share);
         self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
         self.flags_set = state.flags_set.iter().cloned().collect();
+        self.permission_denied = state.refused.as_ref().map(|(r, at)| {
+            format!(
+                "{} (at {})",
+                super::outcome::refused_line(policy, r),
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(at.max(0.0))
+                )
+            )
+        });
     }
 
     /// The settings found without a record, from what a cycle read (`obs`) and the state the

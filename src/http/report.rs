@@ -263,6 +263,9 @@ impl StatusReport {
                 names.join("; ")
             ));
         }
+        if let Some(denied) = get_s("permission_denied") {
+            out.push(denied);
+        }
         if !self.collectors_down.is_empty() {
             out.push(format!(
                 "collectors down: {}",
@@ -357,5 +360,43 @@ mod tests {
             text.contains("on the cluster with no record of the enforcer setting them (left as they are): nobackfill flag; osd_mclock_profile=custom"),
             "{text}"
         );
+    }
+
+    /// A change Ceph refused for lack of a cephx capability is in /api/status and in the lines
+    /// of `status`, naming what to grant.
+    #[test]
+    fn a_refused_change_is_said() {
+        use crate::enforcer::effect::Refused;
+        use crate::enforcer::{EnforcerState, Policy};
+        let policy = Policy {
+            ceph_user: Some("client.recovery-budget".into()),
+            ..Policy::default()
+        };
+        let state = EnforcerState {
+            refused: Some((
+                Refused {
+                    command: "ceph config set osd osd_mclock_profile high_client_ops".into(),
+                    cap: crate::ceph::caps::config_change("set", "osd"),
+                },
+                1_800_000_000.0,
+            )),
+            ..Default::default()
+        };
+        let mut view = EnforcerView::new(&policy);
+        view.update_mode_only(&policy, &state);
+        let r = StatusReport::build(
+            &Snapshot::empty(std::time::Duration::from_secs(15)),
+            Some(view),
+            Instant::now(),
+        );
+        let want = r#"PERMISSION DENIED: Ceph refused `ceph config set osd osd_mclock_profile high_client_ops` (EACCES): the cephx user client.recovery-budget lacks mon 'allow command "config set" with who=osd'"#;
+        let api = serde_json::to_value(&r).expect("JSON");
+        let said = api["enforcer"]["permission_denied"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.starts_with(want), "{said}");
+        assert!(said.ends_with("(at 2027-01-15T08:00:00Z)"), "{said}");
+        let text = r.lines().join("\n");
+        assert!(text.contains(want), "{text}");
     }
 }

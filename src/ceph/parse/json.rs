@@ -30,6 +30,16 @@ pub(crate) fn parse_value(out: &[u8]) -> Result<Value, ParseError> {
 /// full PG stats is ~2 KB per PG, of which 4 fields are read) this is several times faster
 /// than building the whole tree, and the result can be navigated with the same paths.
 pub(crate) fn parse_kept(out: &[u8], keep: &Keep) -> Result<Value, ParseError> {
+    parse_with(out, keep)
+}
+
+/// Reads one JSON document from a command's stdout through `seed`, with the leniency and error
+/// positions of [`parse_value`]: for a parser that takes what it needs while reading, without
+/// building a tree of the document.
+pub(crate) fn parse_with<S, T>(out: &[u8], seed: S) -> Result<T, ParseError>
+where
+    S: for<'de> DeserializeSeed<'de, Value = T>,
+{
     let Some(first) = out.iter().position(|b| !is_ws(*b)) else {
         return Err(ParseError::Empty);
     };
@@ -43,7 +53,7 @@ pub(crate) fn parse_kept(out: &[u8], keep: &Keep) -> Result<Value, ParseError> {
     }
     let (text, shifts) = sanitize(out);
     let mut de = serde_json::Deserializer::from_slice(&text);
-    keep.deserialize(&mut de)
+    seed.deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
         .map_err(|e| json_error(&e, &text, &shifts))
 }

@@ -7,6 +7,13 @@
 //!   (`{"pg_ready":true}`, seen on 16.2.15).
 //! - Reef `pg dump` (all): `{"pg_ready":..,"pg_map":{..,"pg_stats":[..]}}`.
 //!
+//! A document with both `pg_stats` and `pg_map.pg_stats` (no release prints one) is an error:
+//! it would count each PG twice.
+//!
+//! The listing is read in one pass, each PG handed on as soon as it is read ([`undersized`]
+//! counts them): `pg dump pgs_brief` lists every PG of the cluster, and holding them all as
+//! values would cost several times the reply.
+//!
 //! `pg_ready: false` (the mgr restarted and has not heard from every up OSD yet; Ceph adds
 //! "Warning: due to ceph-mgr restart, some PG states may not be up to date" on stderr) is an
 //! error: the states may be stale, and an empty list would read as "no PG undersized".
@@ -14,6 +21,10 @@
 //! A missing member of an EC PG's up/acting set (CRUSH_ITEM_NONE) is printed as 2147483647, or
 //! as `"NONE"` by newer releases; both become `None`.
 
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::json::{self, Keep, Path};
@@ -46,10 +57,74 @@ impl PgBrief {
     }
 }
 
+/// The undersized PGs of a listing, counted per pool by how many OSDs of their acting set are
+/// live: all that "PGs undersized" and "PGs at min_size" per pool need, in memory that grows
+/// with pools and set sizes, never with the number of PGs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UndersizedPgs {
+    /// Pool id -> (live acting members -> PGs).
+    pub by_pool: BTreeMap<u64, BTreeMap<usize, u64>>,
+}
+
+impl UndersizedPgs {
+    /// Counts `pg` if it is undersized.
+    pub fn add(&mut self, pg: &PgBrief) {
+        if pg.has_state("undersized") {
+            *self
+                .by_pool
+                .entry(pg.pool_id)
+                .or_default()
+                .entry(pg.acting_members())
+                .or_insert(0) += 1;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by_pool.keys().map(|p| self.in_pool(*p)).sum()
+    }
+
+    /// Undersized PGs of `pool`.
+    pub fn in_pool(&self, pool: u64) -> u64 {
+        self.by_pool.get(&pool).map_or(0, |m| m.values().sum())
+    }
+
+    /// Undersized PGs of `pool` with at most `members` live OSDs in their acting set.
+    pub fn with_at_most(&self, pool: u64, members: usize) -> u64 {
+        self.by_pool
+            .get(&pool)
+            .map_or(0, |m| m.range(..=members).map(|(_, n)| n).sum())
+    }
+}
+
+/// Every PG of the listing.
 pub fn parse(out: &[u8]) -> Result<Vec<PgBrief>, ParseError> {
-    // Build only the fields read below: `pg ls` prints ~2 KB of stats per PG.
-    let v = json::parse_kept(out, &KEEP_TOP)?;
-    from_value(&v)
+    let mut pgs = Vec::new();
+    for_each(out, &mut |pg| pgs.push(pg))?;
+    Ok(pgs)
+}
+
+/// The undersized PGs of the listing, counted ([`UndersizedPgs`]) while it is read: no list of
+/// PGs is built, whatever its length. `pg dump pgs_brief` lists every PG of the cluster, ~110
+/// bytes each: this is what keeps reading it bounded by the reply itself.
+pub fn undersized(out: &[u8]) -> Result<UndersizedPgs, ParseError> {
+    let mut tally = UndersizedPgs::default();
+    for_each(out, &mut |pg| tally.add(&pg))?;
+    Ok(tally)
+}
+
+/// Reads the listing in one pass and hands each PG to `sink` as soon as it is read.
+fn for_each(out: &[u8], sink: &mut dyn FnMut(PgBrief)) -> Result<(), ParseError> {
+    let mut walk = Walk {
+        sink,
+        error: None,
+        lists: 0,
+    };
+    let read = json::parse_with(out, Top(&mut walk));
+    // A shape error is kept aside by the walk (serde's error type cannot carry it).
+    match (walk.error, read) {
+        (Some(e), _) => Err(e),
+        (None, r) => r,
+    }
 }
 
 static KEEP_PG: Keep = Keep {
@@ -61,67 +136,283 @@ static KEEP_PG: Keep = Keep {
     ]),
     each: None,
 };
-static KEEP_PG_LIST: Keep = Keep {
-    fields: None,
-    each: Some(&KEEP_PG),
-};
-static KEEP_PG_MAP: Keep = Keep {
-    fields: Some(&[("pg_stats", &KEEP_PG_LIST)]),
-    each: None,
-};
-static KEEP_TOP: Keep = Keep {
-    fields: Some(&[
-        ("pg_ready", &Keep::ALL),
-        ("pg_stats", &KEEP_PG_LIST),
-        ("pg_map", &KEEP_PG_MAP),
-    ]),
-    each: Some(&KEEP_PG),
-};
 
-/// Same, from an already-parsed document.
-pub fn from_value(v: &Value) -> Result<Vec<PgBrief>, ParseError> {
-    let root = Path::Root;
-    let stats_at = root.key("pg_stats");
-    let map_at = root.key("pg_map");
-    let map_stats_at = map_at.key("pg_stats");
-    let (list, at): (&[Value], &Path<'_>) = match v {
-        Value::Array(a) => (a, &root),
-        Value::Object(o) => {
-            check_ready(o, &root)?;
-            if let Some(stats) = json::field(o, "pg_stats") {
-                (json::as_array(stats, &stats_at)?, &stats_at)
-            } else if let Some(map) = json::field(o, "pg_map") {
-                let map = json::as_object(map, &map_at)?;
-                match json::field(map, "pg_stats") {
-                    Some(stats) => (json::as_array(stats, &map_stats_at)?, &map_stats_at),
-                    None => (&[], &map_stats_at),
-                }
-            } else if o.contains_key("pg_ready") {
-                // Nautilus+ print no `pg_stats` at all when no PG matches.
-                (&[], &stats_at)
-            } else {
-                return Err(root.error(
-                    "expected an array of PGs or an object with pg_stats, found an object without them",
-                ));
-            }
-        }
-        _ => return Err(root.mismatch("an array of PGs or an object with pg_stats", v)),
-    };
-    list.iter()
-        .enumerate()
-        .map(|(i, pg)| pg_brief(pg, &at.index(i)))
-        .collect()
+/// State of one pass over a listing.
+struct Walk<'s> {
+    sink: &'s mut dyn FnMut(PgBrief),
+    /// The shape error that stopped the pass.
+    error: Option<ParseError>,
+    /// PG lists read: Ceph prints one; two (`pg_stats` and `pg_map.pg_stats`) would count each
+    /// PG twice.
+    lists: u8,
 }
 
-fn check_ready(o: &Map<String, Value>, root: &Path<'_>) -> Result<(), ParseError> {
-    let at = root.key("pg_ready");
-    match o.get("pg_ready") {
-        None | Some(Value::Bool(true)) => Ok(()),
-        Some(Value::Bool(false)) => Err(at.error(
+impl Walk<'_> {
+    /// Stops the pass with `e` (the walk's error wins over serde's placeholder).
+    fn fail<E: de::Error>(&mut self, e: ParseError) -> E {
+        self.error.get_or_insert(e);
+        E::custom("shape error")
+    }
+
+    /// A value that is not the container expected at `at`: the same words as the tree-based
+    /// parsers ("expected an array, found string").
+    fn wrong<E: de::Error>(&mut self, at: Where, what: &str, v: &Value) -> E {
+        let e = at.with_path(|p| p.mismatch(what, v));
+        self.fail(e)
+    }
+}
+
+/// Where a value of the listing is: one of the places Ceph releases put the PG list.
+#[derive(Clone, Copy)]
+enum Where {
+    Root,
+    Stats,
+    PgMap,
+    PgMapStats,
+}
+
+impl Where {
+    fn with_path<R>(self, f: impl FnOnce(&Path<'_>) -> R) -> R {
+        let root = Path::Root;
+        let stats = root.key("pg_stats");
+        let map = root.key("pg_map");
+        let map_stats = map.key("pg_stats");
+        f(match self {
+            Where::Root => &root,
+            Where::Stats => &stats,
+            Where::PgMap => &map,
+            Where::PgMapStats => &map_stats,
+        })
+    }
+}
+
+/// The `visit_*` methods of a visitor that wants one kind of container: any other scalar is a
+/// shape error at `self.at` (`null` is left to each visitor).
+macro_rules! reject_scalars {
+    ($what:expr) => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Err(self.walk.wrong(self.at, $what, &Value::Bool(v)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(self.walk.wrong(self.at, $what, &Value::from(v)))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Err(self.walk.wrong(self.at, $what, &Value::from(v)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Err(self.walk.wrong(self.at, $what, &Value::from(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Err(self.walk.wrong(self.at, $what, &Value::from(v)))
+        }
+    };
+}
+
+/// The document: a bare list (Luminous/Mimic), or an object with `pg_stats` (Nautilus+) or
+/// `pg_map.pg_stats` (Reef `pg dump`).
+struct Top<'w, 's>(&'w mut Walk<'s>);
+
+impl<'de> DeserializeSeed<'de> for Top<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(TopVisitor {
+            walk: self.0,
+            at: Where::Root,
+        })
+    }
+}
+
+struct TopVisitor<'w, 's> {
+    walk: &'w mut Walk<'s>,
+    at: Where,
+}
+
+const TOP: &str = "an array of PGs or an object with pg_stats";
+
+impl<'de> Visitor<'de> for TopVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(TOP)
+    }
+
+    reject_scalars!(TOP);
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(self.walk.wrong(self.at, TOP, &Value::Null))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        list(self.walk, Where::Root, seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // Whether the object is a listing at all; a null field counts as absent.
+        let mut known = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "pg_ready" => {
+                    let v = map.next_value::<Value>()?;
+                    if let Err(e) = check_ready(&v) {
+                        return Err(self.walk.fail(e));
+                    }
+                    // Nautilus+ print `{"pg_ready":true}` alone when no PG matches.
+                    known = true;
+                }
+                "pg_stats" => {
+                    known |= map.next_value_seed(List {
+                        walk: &mut *self.walk,
+                        at: Where::Stats,
+                    })?;
+                }
+                "pg_map" => known |= map.next_value_seed(PgMap(&mut *self.walk))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !known {
+            let e = Path::Root.error(format!("expected {TOP}, found an object without them"));
+            return Err(self.walk.fail(e));
+        }
+        Ok(())
+    }
+}
+
+/// `pg_map` (Reef): an object whose `pg_stats` is the list; the rest is skipped. `false` when it
+/// is `null` (taken as absent).
+struct PgMap<'w, 's>(&'w mut Walk<'s>);
+
+impl<'de> DeserializeSeed<'de> for PgMap<'_, '_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(PgMapVisitor {
+            walk: self.0,
+            at: Where::PgMap,
+        })
+    }
+}
+
+struct PgMapVisitor<'w, 's> {
+    walk: &'w mut Walk<'s>,
+    at: Where,
+}
+
+impl<'de> Visitor<'de> for PgMapVisitor<'_, '_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    reject_scalars!("an object");
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<bool, A::Error> {
+        let found = Value::Array(Vec::new());
+        Err(self.walk.wrong(self.at, "an object", &found))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "pg_stats" {
+                map.next_value_seed(List {
+                    walk: &mut *self.walk,
+                    at: Where::PgMapStats,
+                })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A list of PGs, each handed to the sink as it is read. `false` when it is `null` (taken as
+/// absent).
+struct List<'w, 's> {
+    walk: &'w mut Walk<'s>,
+    at: Where,
+}
+
+impl<'de> DeserializeSeed<'de> for List<'_, '_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(ListVisitor {
+            walk: self.walk,
+            at: self.at,
+        })
+    }
+}
+
+struct ListVisitor<'w, 's> {
+    walk: &'w mut Walk<'s>,
+    at: Where,
+}
+
+impl<'de> Visitor<'de> for ListVisitor<'_, '_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array")
+    }
+
+    reject_scalars!("an array");
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<bool, A::Error> {
+        let found = Value::Object(Map::new());
+        Err(self.walk.wrong(self.at, "an array", &found))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        list(self.walk, self.at, seq).map(|()| true)
+    }
+}
+
+fn list<'de, A: SeqAccess<'de>>(
+    walk: &mut Walk<'_>,
+    at: Where,
+    mut seq: A,
+) -> Result<(), A::Error> {
+    walk.lists += 1;
+    if walk.lists > 1 {
+        let e = at.with_path(|p| {
+            p.error("expected one list of PGs, found a second one (pg_stats and pg_map.pg_stats)")
+        });
+        return Err(walk.fail(e));
+    }
+    let mut i = 0;
+    // Each PG is built on its own (the 4 fields read, ~100 bytes) and dropped once counted.
+    while let Some(v) = seq.next_element_seed(&KEEP_PG)? {
+        match at.with_path(|p| pg_brief(&v, &p.index(i))) {
+            Ok(pg) => (walk.sink)(pg),
+            Err(e) => return Err(walk.fail(e)),
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+fn check_ready(v: &Value) -> Result<(), ParseError> {
+    let at = Path::Root;
+    let at = at.key("pg_ready");
+    match v {
+        Value::Bool(true) => Ok(()),
+        Value::Bool(false) => Err(at.error(
             "expected true, found false (the mgr restarted and has not heard from every OSD yet: \
              PG states may be stale)",
         )),
-        Some(other) => Err(at.mismatch("a boolean", other)),
+        other => Err(at.mismatch("a boolean", other)),
     }
 }
 
@@ -331,6 +622,9 @@ mod tests {
         );
         assert_eq!(parse(b"\n{\"pg_ready\":true}\n"), Ok(vec![]));
         assert_eq!(parse(b"{\"pg_ready\":true,\"pg_stats\":[]}"), Ok(vec![]));
+        // A null field is an absent one, as in every parser here.
+        assert_eq!(parse(b"{\"pg_ready\":true,\"pg_stats\":null}"), Ok(vec![]));
+        assert!(shape(parse(b"{\"pg_stats\":null}")).ends_with("found an object without them"));
         assert_eq!(parse(b"[]"), Ok(vec![]));
     }
 
@@ -564,6 +858,124 @@ mod tests {
         assert!(
             err.starts_with("Error EINVAL: 'undersizedX' is not a valid pg state"),
             "{err}"
+        );
+    }
+
+    fn tally(rel: &str) -> UndersizedPgs {
+        undersized(&fixture(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// What the collector reads (`pg dump pgs_brief`, every PG) and what it read before (`pg ls
+    /// undersized`, ~20x the bytes per PG) count the same undersized PGs per pool and acting-set
+    /// size, in every captured state.
+    #[test]
+    fn pg_dump_and_pg_ls_count_the_same_undersized_pgs() {
+        for state in STATES {
+            let brief = tally(&format!("{state}/ceph_pg_dump_pgs_brief.json"));
+            let ls = tally(&format!("{state}/ceph_pg_ls_undersized.json"));
+            assert_eq!(brief, ls, "{state}");
+        }
+        // undersized/events.txt: osd.2 stopped with noout; every undersized PG has 2 of 3.
+        let t = tally("undersized/ceph_pg_dump_pgs_brief.json");
+        assert_eq!(
+            t.by_pool,
+            BTreeMap::from([
+                (1, BTreeMap::from([(2, 1)])),
+                (2, BTreeMap::from([(2, 18)]))
+            ])
+        );
+        assert_eq!(t.total(), 19);
+        assert_eq!(
+            (t.in_pool(2), t.with_at_most(2, 2), t.with_at_most(2, 1)),
+            (18, 18, 0)
+        );
+        assert_eq!(t.in_pool(7), 0);
+        assert_eq!(tally("recovery/ceph_pg_dump_pgs_brief.json").total(), 24);
+        assert_eq!(
+            tally("healthy-idle/ceph_pg_dump_pgs_brief.json"),
+            UndersizedPgs::default()
+        );
+        assert_eq!(tally("lab/osd3-down.pg-ls-undersized.out").total(), 25);
+    }
+
+    /// Counting takes the same PGs as listing them: same shapes, same errors.
+    #[test]
+    fn counting_reads_like_listing() {
+        for state in STATES {
+            for f in ["ceph_pg_dump_pgs_brief.json", "ceph_pg_ls_undersized.json"] {
+                let rel = format!("{state}/{f}");
+                let mut by_list = UndersizedPgs::default();
+                for pg in parse_fixture(&rel) {
+                    by_list.add(&pg);
+                }
+                assert_eq!(tally(&rel), by_list, "{rel}");
+                let full = fixture(&rel);
+                assert!(
+                    matches!(undersized(half(&full)), Err(ParseError::Json { .. })),
+                    "{rel}"
+                );
+            }
+        }
+        let bad = edited("undersized/ceph_pg_dump_pgs_brief.json", |v| {
+            v["pg_stats"][3]["acting"][1] = Value::from("x")
+        });
+        assert_eq!(
+            shape(parse(&bad)),
+            shape(undersized(&bad).map(|_| Vec::new()))
+        );
+    }
+
+    /// A big cluster at its worst: 100k PGs, all undersized, in 10 pools, built from the real
+    /// `pg dump pgs_brief` entries with new ids (~11 MiB, where `pg ls undersized` would be
+    /// 223 MiB). Counted exactly; the memory this takes is measured by scripts/bench-undersized.
+    #[test]
+    fn a_hundred_thousand_undersized_pgs_are_counted_per_pool() {
+        let v: Value =
+            serde_json::from_slice(&fixture("undersized/ceph_pg_dump_pgs_brief.json")).unwrap();
+        let entries: Vec<&Value> = v["pg_stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|pg| pg["state"].as_str().unwrap().contains("undersized"))
+            .collect();
+        let mut out = String::from("\n{\"pg_ready\":true,\"pg_stats\":[");
+        for i in 0..100_000u64 {
+            let mut pg = entries[i as usize % entries.len()].clone();
+            pg["pgid"] = Value::from(format!("{}.{:x}", 1 + i % 10, i / 10));
+            if i % 1000 == 0 {
+                // An EC-like PG down to 1 live member of 3: below min_size.
+                pg["acting"] = serde_json::json!([0, 2147483647, "NONE"]);
+            }
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&pg.to_string());
+        }
+        out.push_str("]}\n");
+        let t = undersized(out.as_bytes()).unwrap();
+        assert_eq!(t.total(), 100_000);
+        for pool in 1..=10 {
+            assert_eq!(t.in_pool(pool), 10_000, "pool {pool}");
+        }
+        // i % 1000 == 0 puts all 100 of those in pool 1 (i % 10 == 0).
+        assert_eq!(t.with_at_most(1, 1), 100);
+        assert_eq!(t.with_at_most(1, 2), 10_000);
+        assert_eq!(t.with_at_most(2, 1), 0);
+    }
+
+    #[test]
+    fn two_lists_are_an_error_not_a_double_count() {
+        let out = br#"{"pg_ready":true,"pg_stats":[],"pg_map":{"pg_stats":[]}}"#;
+        assert_eq!(
+            shape(parse(out)),
+            "pg_map.pg_stats: expected one list of PGs, found a second one (pg_stats and pg_map.pg_stats)"
+        );
+        // pg_ready after the list (no release prints it so; the answer is the same).
+        let late = br#"{"pg_stats":[],"pg_ready":false}"#;
+        assert!(shape(parse(late)).starts_with("pg_ready: expected true, found false"));
+        assert_eq!(
+            shape(parse(br#"{"pg_ready":true,"pg_map":[]}"#)),
+            "pg_map: expected an object, found an array"
         );
     }
 }

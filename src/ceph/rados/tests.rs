@@ -46,6 +46,11 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
         ),
         (&["pg", "ls"], r#"{"prefix":"pg ls","format":"json"}"#),
         (
+            &["pg", "dump", "pgs_brief"],
+            r#"{"prefix":"pg dump","dumpcontents":["pgs_brief"],"format":"json"}"#,
+        ),
+        (&["pg", "dump"], r#"{"prefix":"pg dump","format":"json"}"#),
+        (
             &["config", "dump"],
             r#"{"prefix":"config dump","format":"json"}"#,
         ),
@@ -154,6 +159,7 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
     for c in [
         commands::status(),
         commands::pools(),
+        commands::pgs_brief(),
         commands::undersized_pgs(),
         commands::histograms(),
         commands::osd_config_get("osd_mclock_profile"),
@@ -177,6 +183,7 @@ fn unknown_commands_are_refused_naming_the_backend() {
         &["health"],
         &[],
         &["pg", "ls", "3", "undersized"],
+        &["pg", "dump", "pgs_brief", "everything"],
         &["config", "set", "osd", "k", "v", "--force"],
         &["config", "get", "osd"],
         &["tell", "mon.a", "perf", "dump"],
@@ -817,7 +824,7 @@ async fn a_slow_connection_attempt_is_bounded() {
 
 /// Every command the collector really sends (the code, not a list kept here by hand) is one
 /// the librados backend knows: a collection cycle over a fake client records them, with host
-/// grouping so that `osd tree` is asked too and with no status so that `pg ls` is.
+/// grouping so that `osd tree` is asked too and with no status so that the PGs are listed.
 #[tokio::test]
 async fn every_command_the_collector_sends_is_known() {
     use crate::ceph::fake::{FakeClient, Reply as FakeReply};
