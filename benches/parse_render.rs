@@ -394,7 +394,7 @@ fn render_group(
             ("text", Format::Text004),
             ("openmetrics", Format::OpenMetrics100),
         ] {
-            let text = render(&snap, now, format);
+            let text = String::from_utf8(render(&snap, now, format).unwrap()).unwrap();
             assert!(text.contains(&format!("ceph_daemon=\"osd.{}\"", osds - 1)));
             println!(
                 "output: {group} {id} {name}: {} bytes ({:.1} KiB), {} series",

@@ -1678,9 +1678,11 @@ async fn settings_found_at_start_without_a_record_are_named_never_touched() {
     tokio::task::yield_now().await;
     let metric = |name: &str| -> bool {
         let view = shared.lock().unwrap().clone();
-        render_enforcer_section(&view, Format::Text004).contains(&format!(
-            "ceph_recovery_budget_unowned_settings{{{name}}} 1"
-        ))
+        String::from_utf8(render_enforcer_section(&view, Format::Text004).unwrap())
+            .unwrap()
+            .contains(&format!(
+                "ceph_recovery_budget_unowned_settings{{{name}}} 1"
+            ))
     };
     {
         let v = shared.lock().unwrap();

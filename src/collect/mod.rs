@@ -115,7 +115,7 @@ pub struct LatencyData {
     /// entry for the cluster); `None` when histograms are published per OSD.
     pub groups: Option<BTreeMap<String, Histogram>>,
     /// Each answering OSD's `op_w_latency` counter (the histograms' `_sum`); empty when it could
-    /// not be read this cycle (the histograms are served without `_sum` then).
+    /// not be read this cycle (the histograms are served with `_sum` NaN, unknown, then).
     pub sums: BTreeMap<String, LatencySum>,
     /// The groups' summed seconds, kept like `groups`; `None` when published per OSD.
     pub group_sums: Option<BTreeMap<String, f64>>,
@@ -664,7 +664,7 @@ impl<C: Client> Collector<C> {
                 }
                 Err(e) => {
                     if self.sums_ok != Some(false) {
-                        tracing::warn!(error = %e, "cannot read the OSDs' op_w_latency counters (perf dump osd op_w_latency): the latency histograms are published without _sum");
+                        tracing::warn!(error = %e, "cannot read the OSDs' op_w_latency counters (perf dump osd op_w_latency): the latency histograms are published with _sum NaN (unknown)");
                     }
                     self.sums_ok = Some(false);
                     BTreeMap::new()

@@ -12,7 +12,7 @@
 //! - the enforcer's families rendered from the view of this moment: they are small (~3 KB), so
 //!   each request renders them and compares, and a change the enforcer made a millisecond ago
 //!   is never hidden behind an older body;
-//! - the format (one slot per format).
+//! - the format (one slot per format: text 0.0.4, OpenMetrics, protobuf).
 //!
 //! gzip: `flate2` with its pure-Rust `miniz_oxide` backend (no C compiler or zlib needed to
 //! build), at level 1: 2.4 MB to ~110 KB in ~12 ms, once per body.
@@ -29,7 +29,10 @@ use tokio::time::Instant;
 
 use crate::collect::Snapshot;
 use crate::enforcer::EnforcerView;
-use crate::metrics::{self, encode::Format};
+use crate::metrics::{
+    self,
+    encode::{EncodeError, Format},
+};
 
 /// Whether the scraper accepts a gzip body (`Accept-Encoding`, RFC 9110): `gzip` or `x-gzip`
 /// with a non-zero q, or `*` with a non-zero q unless gzip itself is refused with `q=0`.
@@ -63,13 +66,15 @@ pub enum ScrapeError {
     Task(#[from] tokio::task::JoinError),
     #[error("gzip: {0}")]
     Gzip(#[from] std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
 }
 
 /// Everything a body depends on.
 struct Key {
     snapshot: Arc<Snapshot>,
     freshness: u8,
-    enforcer: Option<String>,
+    enforcer: Option<Vec<u8>>,
 }
 
 impl Key {
@@ -86,12 +91,15 @@ struct Entry {
     gzip: Option<Bytes>,
 }
 
-/// The bodies of the two formats, and how often each was built (for tests and benchmarks).
+/// The bodies of the three formats, and how often each was built (for tests and benchmarks).
 #[derive(Default)]
 pub struct MetricsCache {
     text: Mutex<Option<Entry>>,
     openmetrics: Mutex<Option<Entry>>,
+    protobuf: Mutex<Option<Entry>>,
     renders: AtomicU64,
+    /// Renders by format, in the order text 0.0.4, OpenMetrics, protobuf.
+    renders_by_format: [AtomicU64; 3],
     compressions: AtomicU64,
 }
 
@@ -109,6 +117,11 @@ impl MetricsCache {
     /// Bodies rendered since start.
     pub fn renders(&self) -> u64 {
         self.renders.load(Ordering::Relaxed)
+    }
+
+    /// Bodies rendered in `format` since start (which formats scrapers negotiate).
+    pub fn renders_in(&self, format: Format) -> u64 {
+        self.renders_by_format[format_slot(format)].load(Ordering::Relaxed)
     }
 
     /// Bodies gzipped since start.
@@ -131,12 +144,14 @@ impl MetricsCache {
             freshness: metrics::freshness(&snapshot, now),
             enforcer: view
                 .as_ref()
-                .map(|v| metrics::render_enforcer_section(v, format)),
+                .map(|v| metrics::render_enforcer_section(v, format))
+                .transpose()?,
             snapshot,
         };
         let slot = match format {
             Format::Text004 => &self.text,
             Format::OpenMetrics100 => &self.openmetrics,
+            Format::Protobuf => &self.protobuf,
         };
         let mut entry = slot.lock().await;
         let e = match entry.take() {
@@ -148,8 +163,9 @@ impl MetricsCache {
                 let plain = tokio::task::spawn_blocking(move || {
                     metrics::render_with(&snapshot, view.as_ref(), now, format)
                 })
-                .await?;
+                .await??;
                 self.renders.fetch_add(1, Ordering::Relaxed);
+                self.renders_by_format[format_slot(format)].fetch_add(1, Ordering::Relaxed);
                 entry.insert(Entry {
                     key,
                     plain: Bytes::from(plain),
@@ -174,6 +190,14 @@ impl MetricsCache {
             }
         };
         Ok(Body { bytes, gzip: true })
+    }
+}
+
+fn format_slot(format: Format) -> usize {
+    match format {
+        Format::Text004 => 0,
+        Format::OpenMetrics100 => 1,
+        Format::Protobuf => 2,
     }
 }
 

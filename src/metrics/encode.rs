@@ -1,23 +1,39 @@
-//! Exposition of metric families in the Prometheus text format 0.0.4 and OpenMetrics 1.0.0.
+//! The exposition of `/metrics`, encoded by `prometheus-client` (the Prometheus project's Rust
+//! client) in the format the scraper negotiated:
 //!
-//! An [`Encoder`] writes straight into one `String`: [`Encoder::family`] announces a family,
-//! [`Encoder::sample`] / [`Encoder::histogram`] write its samples, [`Encoder::finish`] closes
-//! the exposition. A family's HELP/TYPE/UNIT lines are dropped again if no sample follows, so
-//! families without samples are omitted entirely. Nothing is allocated per sample beyond the
-//! growth of the output buffer.
-//!
-//! Differences between the two formats that callers do not have to care about:
-//!
-//! | | text 0.0.4 | OpenMetrics 1.0.0 |
+//! | format | `Accept` that selects it | encoder |
 //! |---|---|---|
-//! | metadata | `# HELP`, `# TYPE` | `# TYPE`, `# UNIT`, `# HELP` (the spec's order) |
-//! | counter `foo` | `# TYPE foo_total counter`, `foo_total 1` | `# TYPE foo counter`, `foo_total 1` |
-//! | info `foo` | `# TYPE foo_info gauge`, `foo_info{..} 1` | `# TYPE foo info`, `foo_info{..} 1` |
-//! | histogram `_count` | always | only with `_sum` (the spec: `_count` if and only if `_sum`) |
-//! | `le` value | Go's `%g` (`1`, `0.0001`, `1e-05`) | the same with `.0` added to integers (`1.0`) |
-//! | end | nothing | `# EOF` |
+//! | Prometheus protobuf (`io.prometheus.client.MetricFamily`, length-delimited) | `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited` (Prometheus with `--enable-feature=native-histograms` or `scrape_protocols` including `PrometheusProto`) | `prometheus_client::encoding::prometheus_protobuf` |
+//! | OpenMetrics text 1.0.0 | `application/openmetrics-text` (Prometheus' default) | `prometheus_client::encoding::text` |
+//! | Prometheus text 0.0.4 | `text/plain`, anything else, no header | `prometheus_client::encoding::prometheus_text` |
+//!
+//! The metrics are computed from a snapshot at render time, not kept in long-lived metric objects:
+//! `mod.rs` describes families and samples to an [`Encoder`], which only records them, and
+//! [`Encoder::encode`] hands that record to prometheus-client as a [`Collector`] registered for
+//! this one render. Families without samples are left out.
+//!
+//! What is still ours, and why (the crate's gaps, checked against 0.26):
+//! - negotiation from `Accept` ([`Format::negotiate`]): prometheus-client has none;
+//! - HELP escaping in OpenMetrics text: the crate writes HELP as given, and our help texts hold
+//!   `"` (the OpenMetrics ABNF wants `\"`, `\\`, `\n`); the 0.0.4 encoder does escape;
+//! - the untyped family's value in protobuf: the crate writes any sample of an `unknown` family
+//!   as a gauge value, which Prometheus ignores in an UNTYPED family (it reads `untyped.value`),
+//!   so the value is moved there before the bytes are written (`untyped_values`).
 
-use std::fmt::Write as _;
+use std::borrow::Cow;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model as pb};
+use prometheus_client::encoding::{
+    prometheus_text, text, DescriptorEncoder, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use prost::Message as _;
+
+/// The `proto` parameter of the Prometheus protobuf media type: the message type of each length-delimited record.
+const PROTOBUF_PROTO: &str = "io.prometheus.client.MetricFamily";
 
 /// Exposition format of one scrape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,15 +42,19 @@ pub enum Format {
     Text004,
     /// OpenMetrics text 1.0.0.
     OpenMetrics100,
+    /// Prometheus protobuf: `io.prometheus.client.MetricFamily` messages, each preceded by its
+    /// length as a varint.
+    Protobuf,
 }
 
 impl Format {
     /// Content negotiation from the `Accept` header, like client_golang's
-    /// `expfmt.NegotiateIncludingOpenMetrics` restricted to the two text formats: the clauses
-    /// are ranked by their `q` weight (ties keep header order), and the first one that is
-    /// `application/openmetrics-text` with version 1.0.0, 0.0.1 or none gives OpenMetrics, or
-    /// `text/plain` with version 0.0.4 or none gives text. Anything else (protobuf, `*/*`,
-    /// other versions, garbage, no header) falls through to text 0.0.4.
+    /// `expfmt.NegotiateIncludingOpenMetrics`: the clauses are ranked by their `q` weight (ties
+    /// keep header order), and the first one we can serve decides: `application/vnd.google.protobuf`
+    /// with `proto=io.prometheus.client.MetricFamily` and `encoding=delimited` gives protobuf,
+    /// `application/openmetrics-text` with version 1.0.0, 0.0.1 or none gives OpenMetrics,
+    /// `text/plain` with version 0.0.4 or none gives text. Anything else (`*/*`, other versions
+    /// or protobuf encodings, garbage, no header) falls through to text 0.0.4.
     ///
     /// Unlike client_golang (whose parser keeps them), clauses with `q=0` are treated as "not
     /// acceptable" (RFC 9110) and skipped; media types and parameter names are matched
@@ -52,7 +72,7 @@ impl Format {
             };
             let (ty, sub) = (ty.trim(), sub.trim());
             let mut q = 1.0f32;
-            let mut version = "";
+            let (mut version, mut proto, mut encoding) = ("", "", "");
             for param in parts {
                 let Some((k, v)) = param.split_once('=') else {
                     continue;
@@ -67,17 +87,23 @@ impl Format {
                         .unwrap_or(0.0);
                 } else if k.eq_ignore_ascii_case("version") {
                     version = v;
+                } else if k.eq_ignore_ascii_case("proto") {
+                    proto = v;
+                } else if k.eq_ignore_ascii_case("encoding") {
+                    encoding = v;
                 }
             }
-            let format = if ty.eq_ignore_ascii_case("application")
-                && sub.eq_ignore_ascii_case("openmetrics-text")
+            let is = |t: &str, s: &str| ty.eq_ignore_ascii_case(t) && sub.eq_ignore_ascii_case(s);
+            let format = if is("application", "vnd.google.protobuf")
+                && proto == PROTOBUF_PROTO
+                && encoding.eq_ignore_ascii_case("delimited")
+            {
+                Format::Protobuf
+            } else if is("application", "openmetrics-text")
                 && matches!(version, "" | "1.0.0" | "0.0.1")
             {
                 Format::OpenMetrics100
-            } else if ty.eq_ignore_ascii_case("text")
-                && sub.eq_ignore_ascii_case("plain")
-                && matches!(version, "" | "0.0.4")
-            {
+            } else if is("text", "plain") && matches!(version, "" | "0.0.4") {
                 Format::Text004
             } else {
                 continue;
@@ -92,10 +118,22 @@ impl Format {
     /// The `Content-Type` of a response in this format.
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Text004 => "text/plain; version=0.0.4; charset=utf-8",
+            Format::Text004 => prometheus_text::CONTENT_TYPE,
             Format::OpenMetrics100 => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Protobuf => {
+                "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+            }
         }
     }
+}
+
+/// Why an exposition could not be encoded (not expected: the model is built by our own code).
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("encoding the exposition failed")]
+    Fmt(#[from] std::fmt::Error),
+    #[error("encoding the protobuf exposition failed: {0}")]
+    Protobuf(#[from] prost::EncodeError),
 }
 
 /// Metric type of a family.
@@ -108,170 +146,233 @@ pub enum Kind {
     /// [`Encoder::histogram`].
     Histogram,
     /// `Family::name` is without `_info`; samples are written as `name_info` with value 1 (text
-    /// 0.0.4 has no info type: there it is a gauge named `name_info`).
+    /// 0.0.4 and protobuf have no info type: there it is a gauge named `name_info`).
     Info,
-    /// Quantiles over a sliding window as samples with a `quantile` label (no `_sum`/`_count`
-    /// unless the caller writes them as separate families). Use this rather than a gauge for
-    /// `{quantile="0.99"}` series: `promtool check metrics` flags a `quantile` label on a
-    /// non-summary metric.
-    Summary,
+    /// No type (OpenMetrics `unknown`, text `untyped`, protobuf `UNTYPED`): for quantiles without
+    /// `_sum`/`_count`, which prometheus-client cannot type as a summary (it has no summary
+    /// type), and which `promtool check metrics` rejects on a gauge (a `quantile` label) but
+    /// accepts untyped. A protobuf summary would not do either: Prometheus reads `_sum` and
+    /// `_count` from every protobuf summary, and would store 0 for both.
+    Untyped,
+}
+
+impl Kind {
+    fn metric_type(self) -> MetricType {
+        match self {
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Counter => MetricType::Counter,
+            Kind::Histogram => MetricType::Histogram,
+            Kind::Info => MetricType::Info,
+            Kind::Untyped => MetricType::Unknown,
+        }
+    }
 }
 
 /// One metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Family<'a> {
-    /// Family name without any type suffix (`_total`, `_info`, `_bucket`...). If `unit` is set,
-    /// the name must end with `_` and the unit (an OpenMetrics rule).
+    /// Family name without any type suffix (`_total`, `_info`, `_bucket`...).
     pub name: &'a str,
-    /// Help text, any UTF-8 (escaped as needed); empty means no HELP line.
+    /// Help text, any UTF-8 (escaped as each format needs).
     pub help: &'a str,
     pub kind: Kind,
-    /// Unit (`seconds`, `bytes`, ...), written as `# UNIT` in OpenMetrics only.
-    pub unit: Option<&'a str>,
 }
 
-/// Incremental writer of one exposition.
+type Labels = Vec<(String, String)>;
+
 #[derive(Debug)]
-pub struct Encoder {
-    out: String,
-    format: Format,
-    /// Name samples of the current family start with (for a text counter it includes
-    /// `_total`, for an info `_info`).
+enum Sample {
+    Value {
+        labels: Labels,
+        value: f64,
+    },
+    Histogram {
+        labels: Labels,
+        /// Upper bound and count of each bucket (not cumulative: prometheus-client adds them
+        /// up), ending with `+Inf`.
+        buckets: Vec<(f64, u64)>,
+        count: u64,
+        sum: Option<f64>,
+    },
+}
+
+#[derive(Debug)]
+struct Fam {
     name: String,
+    help: String,
     kind: Kind,
-    /// Where the current family's metadata starts in `out`, while no sample followed it.
-    pending_since: Option<usize>,
-    in_family: bool,
+    samples: Vec<Sample>,
+}
+
+/// The families of one exposition, as prometheus-client's [`Collector`] of one render.
+#[derive(Debug)]
+struct Exposition {
+    families: Vec<Fam>,
+    /// OpenMetrics text: HELP escaped here, as the crate does not (see the module doc).
+    escape_help: bool,
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in self.families.iter().filter(|f| !f.samples.is_empty()) {
+            let help = if self.escape_help {
+                escape_openmetrics_help(&f.help)
+            } else {
+                Cow::Borrowed(f.help.as_str())
+            };
+            let mut metric =
+                encoder.encode_descriptor(&f.name, &help, None, f.kind.metric_type())?;
+            for sample in &f.samples {
+                match sample {
+                    Sample::Value { labels, .. } if f.kind == Kind::Info => {
+                        metric.encode_info(labels)?;
+                    }
+                    Sample::Value { labels, value } => {
+                        let mut m = metric.encode_family(labels)?;
+                        if f.kind == Kind::Counter {
+                            encode_counter(&mut m, *value)?;
+                        } else {
+                            encode_gauge(&mut m, *value)?;
+                        }
+                    }
+                    Sample::Histogram {
+                        labels,
+                        buckets,
+                        count,
+                        sum,
+                    } => {
+                        // Without Ceph's op_w_latency counter the sum is unknown: NaN says so,
+                        // where 0 would be a false mean. (prometheus-client, like the protobuf
+                        // format, always writes `_sum` with `_count`.)
+                        metric
+                            .encode_family(labels)?
+                            .encode_histogram::<NoLabelSet>(
+                                sum.unwrap_or(f64::NAN),
+                                *count,
+                                buckets,
+                                None,
+                            )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Integral values as integers (`33`, not `33.0`), like client_golang writes them.
+fn integral(v: f64) -> Option<i64> {
+    (v.is_finite() && v == v.trunc() && v.abs() < 1e15).then_some(v as i64)
+}
+
+fn encode_gauge(m: &mut MetricEncoder<'_>, v: f64) -> Result<(), std::fmt::Error> {
+    match integral(v) {
+        Some(i) => m.encode_gauge(&i),
+        None => m.encode_gauge(&v),
+    }
+}
+
+fn encode_counter(m: &mut MetricEncoder<'_>, v: f64) -> Result<(), std::fmt::Error> {
+    let none = None::<&Exemplar<NoLabelSet, f64>>;
+    match integral(v).and_then(|i| u64::try_from(i).ok()) {
+        Some(n) => m.encode_counter(&n, none),
+        None => m.encode_counter(&v, none),
+    }
+}
+
+/// OpenMetrics HELP escaping: backslash, line feed, double quote.
+fn escape_openmetrics_help(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\\', '\n', '"']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// prometheus-client writes a sample of an `unknown` family as `gauge`; Prometheus reads an
+/// UNTYPED family's value from `untyped` (and would see 0), so move it there.
+fn untyped_values(families: &mut [pb::MetricFamily]) {
+    for family in families
+        .iter_mut()
+        .filter(|f| f.r#type == pb::MetricType::Untyped as i32)
+    {
+        for metric in &mut family.metric {
+            if let Some(g) = metric.gauge.take() {
+                metric.untyped = Some(pb::Untyped { value: g.value });
+            }
+        }
+    }
+}
+
+/// Records the families and samples of one exposition; [`Encoder::encode`] writes them.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    families: Vec<Fam>,
 }
 
 impl Encoder {
-    pub fn new(format: Format) -> Self {
-        Self::with_capacity(format, 16 * 1024)
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// `capacity`: bytes to reserve for the output up front.
-    pub fn with_capacity(format: Format, capacity: usize) -> Self {
-        Encoder {
-            out: String::with_capacity(capacity),
-            format,
-            name: String::with_capacity(64),
-            kind: Kind::Gauge,
-            pending_since: None,
-            in_family: false,
-        }
-    }
-
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
-    /// Starts a family: its metadata is written now and taken back if no sample follows before
-    /// the next `family` or `finish`. Families must not repeat (neither format allows it).
+    /// Starts a family. One left without samples is omitted. Families must not repeat (no
+    /// format allows it).
     pub fn family(&mut self, f: &Family<'_>) {
         debug_assert!(is_metric_name(f.name), "invalid metric name {:?}", f.name);
-        debug_assert!(
-            f.unit.is_none_or(|u| f.name.len() > u.len()
-                && f.name.ends_with(u)
-                && f.name[..f.name.len() - u.len()].ends_with('_')),
-            "metric {:?} must end with _{:?} to carry that unit",
-            f.name,
-            f.unit
-        );
         debug_assert!(
             !(f.kind == Kind::Counter && f.name.ends_with("_total")),
             "counter {:?}: give the name without _total",
             f.name
         );
-        self.drop_pending();
-        self.pending_since = Some(self.out.len());
-        self.in_family = true;
-        self.kind = f.kind;
-
-        // The name in metadata lines, and the one samples start with.
-        let (meta_suffix, sample_suffix, type_word) = match (self.format, f.kind) {
-            (Format::Text004, Kind::Gauge) => ("", "", "gauge"),
-            (Format::Text004, Kind::Counter) => ("_total", "_total", "counter"),
-            (Format::Text004, Kind::Histogram) => ("", "", "histogram"),
-            (Format::Text004, Kind::Info) => ("_info", "_info", "gauge"),
-            (Format::Text004, Kind::Summary) => ("", "", "summary"),
-            (Format::OpenMetrics100, Kind::Gauge) => ("", "", "gauge"),
-            (Format::OpenMetrics100, Kind::Counter) => ("", "_total", "counter"),
-            (Format::OpenMetrics100, Kind::Histogram) => ("", "", "histogram"),
-            (Format::OpenMetrics100, Kind::Info) => ("", "_info", "info"),
-            (Format::OpenMetrics100, Kind::Summary) => ("", "", "summary"),
-        };
-        self.name.clear();
-        self.name.push_str(f.name);
-        self.name.push_str(sample_suffix);
-
-        let out = &mut self.out;
-        let help_line = |out: &mut String| {
-            if !f.help.is_empty() {
-                out.push_str("# HELP ");
-                out.push_str(f.name);
-                out.push_str(meta_suffix);
-                out.push(' ');
-                escape_help(out, f.help, self.format);
-                out.push('\n');
-            }
-        };
-        let type_line = |out: &mut String| {
-            out.push_str("# TYPE ");
-            out.push_str(f.name);
-            out.push_str(meta_suffix);
-            out.push(' ');
-            out.push_str(type_word);
-            out.push('\n');
-        };
-        match self.format {
-            Format::Text004 => {
-                help_line(out);
-                type_line(out);
-            }
-            Format::OpenMetrics100 => {
-                type_line(out);
-                if let Some(unit) = f.unit.filter(|u| !u.is_empty()) {
-                    out.push_str("# UNIT ");
-                    out.push_str(f.name);
-                    out.push(' ');
-                    out.push_str(unit);
-                    out.push('\n');
-                }
-                help_line(out);
-            }
-        }
+        debug_assert!(
+            self.families.iter().all(|g| g.name != f.name),
+            "family {:?} repeated",
+            f.name
+        );
+        self.families.push(Fam {
+            name: f.name.to_string(),
+            help: f.help.to_string(),
+            kind: f.kind,
+            samples: Vec::new(),
+        });
     }
 
-    /// One sample of a gauge, counter, info or summary family. For an info family the value is
-    /// always written as 1 (pass 1.0). For a summary, pass the `quantile` label (its value
-    /// rendered canonically, e.g. `0.99`).
+    fn current(&mut self) -> Option<&mut Fam> {
+        let fam = self.families.last_mut();
+        debug_assert!(fam.is_some(), "a sample before any family()");
+        fam
+    }
+
+    /// One sample of a gauge, counter, info or untyped family. For an info family the value is
+    /// always 1 (pass 1.0). For quantiles, pass the `quantile` label (its value rendered
+    /// canonically, e.g. `0.99`).
     pub fn sample(&mut self, labels: &[(&str, &str)], value: f64) {
-        debug_assert!(self.in_family, "sample() before family()");
-        debug_assert!(
-            self.kind != Kind::Histogram,
-            "use histogram() for a histogram family"
-        );
-        debug_assert!(
-            self.kind != Kind::Info || value == 1.0,
-            "an info sample's value is 1"
-        );
-        self.pending_since = None;
-        self.out.push_str(&self.name);
-        write_labels(&mut self.out, labels, None, self.format);
-        self.out.push(' ');
-        if self.kind == Kind::Info {
-            self.out.push('1');
-        } else {
-            write_value(&mut self.out, value);
+        let labels = owned(labels);
+        if let Some(fam) = self.current() {
+            debug_assert!(
+                fam.kind != Kind::Histogram,
+                "use histogram() for {}",
+                fam.name
+            );
+            debug_assert!(
+                fam.kind != Kind::Info || value == 1.0,
+                "an info sample's value is 1"
+            );
+            fam.samples.push(Sample::Value { labels, value });
         }
-        self.out.push('\n');
     }
 
-    /// One histogram of the current (histogram) family: `_bucket` for each bound with its
-    /// cumulative count (`bounds` ascending; a `+Inf` bucket is added if the last bound is not
-    /// `+Inf`), then `_sum` if given and `_count` (the `+Inf` count) — in OpenMetrics `_count`
-    /// only together with `_sum`, as the spec demands. `bounds` and `cumulative` have the same
-    /// length.
+    /// One histogram of the current (histogram) family: `bounds` ascending, each with its
+    /// cumulative count (a `+Inf` bucket is added if the last bound is not `+Inf`); `_count` is
+    /// the `+Inf` count; `sum` `None` is written as NaN (unknown).
     pub fn histogram(
         &mut self,
         labels: &[(&str, &str)],
@@ -279,256 +380,90 @@ impl Encoder {
         cumulative: &[u64],
         sum: Option<f64>,
     ) {
-        debug_assert!(self.in_family, "histogram() before family()");
-        debug_assert!(
-            self.kind == Kind::Histogram,
-            "histogram() on a non-histogram family"
-        );
-        debug_assert_eq!(
-            bounds.len(),
-            cumulative.len(),
-            "one cumulative count per bound"
-        );
-        debug_assert!(
-            bounds.windows(2).all(|w| w[0] < w[1]),
-            "bounds must be ascending"
-        );
+        debug_assert_eq!(bounds.len(), cumulative.len(), "one count per bound");
+        debug_assert!(bounds.windows(2).all(|w| w[0] < w[1]), "bounds ascending");
         debug_assert!(
             cumulative.windows(2).all(|w| w[0] <= w[1]),
             "counts must be cumulative"
         );
-        self.pending_since = None;
-        let mut count = 0u64;
-        let mut has_inf = false;
+        let mut buckets = Vec::with_capacity(bounds.len() + 1);
+        let mut previous = 0u64;
         for (&le, &c) in bounds.iter().zip(cumulative) {
-            self.bucket_line(labels, le, c);
-            count = c;
-            has_inf = le == f64::INFINITY;
+            buckets.push((le, c.saturating_sub(previous)));
+            previous = c;
         }
-        if !has_inf {
-            self.bucket_line(labels, f64::INFINITY, count);
+        if bounds.last() != Some(&f64::INFINITY) {
+            buckets.push((f64::INFINITY, 0));
         }
-        let count_line = |enc: &mut Encoder| {
-            enc.out.push_str(&enc.name);
-            enc.out.push_str("_count");
-            write_labels(&mut enc.out, labels, None, enc.format);
-            let _ = writeln!(enc.out, " {count}");
-        };
-        let sum_line = |enc: &mut Encoder, sum: f64| {
-            enc.out.push_str(&enc.name);
-            enc.out.push_str("_sum");
-            write_labels(&mut enc.out, labels, None, enc.format);
-            enc.out.push(' ');
-            write_value(&mut enc.out, sum);
-            enc.out.push('\n');
-        };
-        match (self.format, sum) {
-            // client_golang's order: buckets, _sum, _count.
-            (Format::Text004, Some(s)) => {
-                sum_line(self, s);
-                count_line(self);
+        let labels = owned(labels);
+        if let Some(fam) = self.current() {
+            debug_assert!(fam.kind == Kind::Histogram, "histogram() on {}", fam.name);
+            fam.samples.push(Sample::Histogram {
+                labels,
+                buckets,
+                count: previous,
+                sum,
+            });
+        }
+    }
+
+    /// The exposition in `format`; OpenMetrics ends with `# EOF`.
+    pub fn encode(self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        self.encode_inner(format, true)
+    }
+
+    /// The families alone, to be part of a larger exposition (OpenMetrics without `# EOF`).
+    pub fn encode_part(self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        self.encode_inner(format, false)
+    }
+
+    fn encode_inner(self, format: Format, eof: bool) -> Result<Vec<u8>, EncodeError> {
+        let bytes_hint: usize = self
+            .families
+            .iter()
+            .map(|f| 64 + 96 * f.samples.len())
+            .sum();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Exposition {
+            families: self.families,
+            escape_help: format == Format::OpenMetrics100,
+        }));
+        match format {
+            Format::Text004 => {
+                let mut out = String::with_capacity(bytes_hint);
+                prometheus_text::encode(&mut out, &registry)?;
+                Ok(out.into_bytes())
             }
-            (Format::Text004, None) => count_line(self),
-            (Format::OpenMetrics100, Some(s)) => {
-                count_line(self);
-                sum_line(self, s);
+            Format::OpenMetrics100 => {
+                let mut out = String::with_capacity(bytes_hint);
+                text::encode_registry(&mut out, &registry)?;
+                if eof {
+                    text::encode_eof(&mut out)?;
+                }
+                Ok(out.into_bytes())
             }
-            (Format::OpenMetrics100, None) => {}
-        }
-    }
-
-    fn bucket_line(&mut self, labels: &[(&str, &str)], le: f64, cumulative: u64) {
-        self.out.push_str(&self.name);
-        self.out.push_str("_bucket");
-        write_labels(&mut self.out, labels, Some(le), self.format);
-        let _ = writeln!(self.out, " {cumulative}");
-    }
-
-    /// Takes back the metadata of a family that got no sample.
-    fn drop_pending(&mut self) {
-        if let Some(pos) = self.pending_since.take() {
-            self.out.truncate(pos);
-        }
-    }
-
-    /// The finished exposition (OpenMetrics: ending with `# EOF`).
-    pub fn finish(mut self) -> String {
-        self.drop_pending();
-        if self.format == Format::OpenMetrics100 {
-            self.out.push_str("# EOF\n");
-        }
-        self.out
-    }
-}
-
-/// `{a="x",b="y"[,le="..."]}`, or nothing when there are no labels at all.
-fn write_labels(out: &mut String, labels: &[(&str, &str)], le: Option<f64>, format: Format) {
-    if labels.is_empty() && le.is_none() {
-        return;
-    }
-    out.push('{');
-    for (i, (name, value)) in labels.iter().enumerate() {
-        debug_assert!(is_label_name(name), "invalid label name {name:?}");
-        debug_assert!(
-            le.is_none() || *name != "le",
-            "a histogram's own labels cannot include le"
-        );
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(name);
-        out.push_str("=\"");
-        escape_label_value(out, value);
-        out.push('"');
-    }
-    if let Some(le) = le {
-        if !labels.is_empty() {
-            out.push(',');
-        }
-        out.push_str("le=\"");
-        write_le(out, le, format);
-        out.push('"');
-    }
-    out.push('}');
-}
-
-/// Label value escaping (both formats): backslash, double quote, line feed.
-fn escape_label_value(out: &mut String, s: &str) {
-    escape(out, s, true);
-}
-
-/// HELP escaping: text 0.0.4 escapes backslash and line feed; OpenMetrics also double quotes.
-fn escape_help(out: &mut String, s: &str, format: Format) {
-    escape(out, s, format == Format::OpenMetrics100);
-}
-
-fn escape(out: &mut String, s: &str, quote: bool) {
-    let special = |c: char| c == '\\' || c == '\n' || (quote && c == '"');
-    if !s.contains(special) {
-        out.push_str(s);
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' if quote => out.push_str("\\\""),
-            c => out.push(c),
+            Format::Protobuf => {
+                let mut families = prometheus_protobuf::encode(&registry)?;
+                untyped_values(&mut families);
+                let mut out = Vec::with_capacity(bytes_hint / 2);
+                for family in &families {
+                    family.encode_length_delimited(&mut out)?;
+                }
+                Ok(out)
+            }
         }
     }
 }
 
-/// A sample value: `NaN`, `+Inf`, `-Inf`; integral values below 1e15 as plain integers (no
-/// exponent, no `.0`); anything else like Go's `strconv.FormatFloat(v, 'g', -1, 64)`, which is
-/// what client_golang writes (shortest round-trip digits).
-fn write_value(out: &mut String, v: f64) {
-    if v.is_finite() && v == v.trunc() && v.abs() < 1e15 {
-        let _ = write!(out, "{}", v as i64);
-    } else {
-        write_go_float(out, v);
-    }
-}
-
-/// An `le` label value. Text: Go's `%g` as client_golang writes it (`0.0001`, `1`, `1e-05`,
-/// `+Inf`). OpenMetrics: the spec's canonical numbers, the same with `.0` appended when there is
-/// neither a decimal point nor an exponent (`1.0`, `100000.0`, `1e+06`).
-fn write_le(out: &mut String, v: f64, format: Format) {
-    let start = out.len();
-    write_go_float(out, v);
-    if format == Format::OpenMetrics100 && v.is_finite() && !out[start..].contains(['.', 'e']) {
-        out.push_str(".0");
-    }
-}
-
-/// Go's `strconv.FormatFloat(v, 'g', -1, 64)` with Prometheus' spellings of the specials:
-/// shortest round-trip digits; exponent form (`d.ddde±XX`, at least two exponent digits) when
-/// the decimal exponent is < -4 or >= 6 (Go decides with precision 6 in shortest mode), plain
-/// decimal otherwise.
-fn write_go_float(out: &mut String, v: f64) {
-    if v.is_nan() {
-        out.push_str("NaN");
-        return;
-    }
-    if v.is_infinite() {
-        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-        return;
-    }
-    if v == 0.0 {
-        out.push_str(if v.is_sign_negative() { "-0" } else { "0" });
-        return;
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits as `d.ddde-5` / `de7`.
-    let mut buf = StackStr::new();
-    let _ = write!(buf, "{:e}", v.abs());
-    let s = buf.as_str();
-    let (mantissa, exp) = s.split_once('e').unwrap_or((s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (int_digit, frac_digits) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if v < 0.0 {
-        out.push('-');
-    }
-    if !(-4..6).contains(&exp) {
-        out.push_str(int_digit);
-        if !frac_digits.is_empty() {
-            out.push('.');
-            out.push_str(frac_digits);
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        let _ = write!(out, "{:02}", exp.unsigned_abs());
-        return;
-    }
-    // Plain decimal: the digits d0 d1 d2 ... with the decimal point after exp + 1 of them.
-    let digits = || int_digit.chars().chain(frac_digits.chars());
-    let nd = 1 + frac_digits.len() as i32;
-    let dp = exp + 1; // digits before the decimal point (may be <= 0)
-    if dp <= 0 {
-        out.push_str("0.");
-        for _ in 0..-dp {
-            out.push('0');
-        }
-        out.extend(digits());
-    } else {
-        out.extend(digits().take(dp as usize));
-        for _ in nd..dp {
-            out.push('0');
-        }
-        if nd > dp {
-            out.push('.');
-            out.extend(digits().skip(dp as usize));
-        }
-    }
-}
-
-/// A small stack buffer for formatting one float without allocating.
-struct StackStr {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl StackStr {
-    fn new() -> Self {
-        StackStr {
-            buf: [0; 32],
-            len: 0,
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Write for StackStr {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
+fn owned(labels: &[(&str, &str)]) -> Labels {
+    labels
+        .iter()
+        .map(|(k, v)| {
+            debug_assert!(is_label_name(k), "invalid label name {k:?}");
+            debug_assert!(*k != "le", "le is the histogram's own label");
+            (k.to_string(), v.to_string())
+        })
+        .collect()
 }
 
 fn is_metric_name(s: &str) -> bool {
@@ -553,125 +488,13 @@ mod tests {
 
     const INF: f64 = f64::INFINITY;
 
-    fn fam<'a>(name: &'a str, help: &'a str, kind: Kind, unit: Option<&'a str>) -> Family<'a> {
-        Family {
-            name,
-            help,
-            kind,
-            unit,
-        }
+    fn fam<'a>(name: &'a str, help: &'a str, kind: Kind) -> Family<'a> {
+        Family { name, help, kind }
     }
 
-    fn go(v: f64) -> String {
-        let mut s = String::new();
-        write_go_float(&mut s, v);
-        s
-    }
-
-    fn value(v: f64) -> String {
-        let mut s = String::new();
-        write_value(&mut s, v);
-        s
-    }
-
-    fn le(v: f64, format: Format) -> String {
-        let mut s = String::new();
-        write_le(&mut s, v, format);
-        s
-    }
-
-    // ---- Numbers -------------------------------------------------------------------------
-
-    #[test]
-    fn go_float_formatting() {
-        // Expected strings are Go's strconv.FormatFloat(v, 'g', -1, 64).
-        for (v, want) in [
-            (0.0001, "0.0001"),
-            (0.0002, "0.0002"),
-            (0.1024, "0.1024"),
-            (53687.0912, "53687.0912"),
-            (1e-05, "1e-05"),
-            (1.5e-7, "1.5e-07"),
-            (-2.5e-7, "-2.5e-07"),
-            (0.5, "0.5"),
-            (1.0, "1"),
-            (10.0, "10"),
-            (100000.0, "100000"),
-            (123456.7, "123456.7"),
-            (1e6, "1e+06"),
-            (1234567.5, "1.2345675e+06"),
-            (1e23, "1e+23"),
-            (1.1e23, "1.1e+23"),
-            (1e100, "1e+100"),
-            (f64::MAX, "1.7976931348623157e+308"),
-            (5e-324, "5e-324"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (0.0, "0"),
-            (INF, "+Inf"),
-            (-INF, "-Inf"),
-            (f64::NAN, "NaN"),
-        ] {
-            assert_eq!(go(v), want, "{v:e}");
-        }
-    }
-
-    #[test]
-    fn sample_values() {
-        for (v, want) in [
-            (0.0, "0"),
-            (-0.0, "0"),
-            (1.0, "1"),
-            (-3.0, "-3"),
-            (1234567.0, "1234567"),
-            (999_999_999_999_999.0, "999999999999999"),
-            (1e15, "1e+15"),
-            (0.25, "0.25"),
-            (1.7324e9 + 0.5, "1.7324000005e+09"),
-            (INF, "+Inf"),
-            (-INF, "-Inf"),
-            (f64::NAN, "NaN"),
-        ] {
-            assert_eq!(value(v), want, "{v:e}");
-        }
-    }
-
-    #[test]
-    fn le_values() {
-        use Format::*;
-        for v in [0.0001, 0.1024, 1e-05, 0.5] {
-            assert_eq!(le(v, Text004), le(v, OpenMetrics100));
-        }
-        assert_eq!(le(1.0, Text004), "1");
-        assert_eq!(le(INF, Text004), "+Inf");
-        assert_eq!(le(INF, OpenMetrics100), "+Inf");
-        // The OpenMetrics spec's canonical examples ("Canonical Numbers").
-        let cases = "0.0 0.001 0.002 0.01 0.1 0.9 0.95 0.99 0.999 1.0 1.7 10.0 \
-                     1e-10 1e-09 1e-05 0.0001 0.1 1.0 100000.0 1e+06 1e+10 1e+23 1.1e+23";
-        for want in cases.split_whitespace() {
-            let v: f64 = want.parse().unwrap();
-            assert_eq!(le(v, OpenMetrics100), want);
-        }
-        // Ceph's latency axis as the parser builds it (100 µs doubling) prints cleanly.
-        let axis: Vec<String> = (0..12)
-            .map(|k| le(0.0001 * f64::from(1u32 << k), Text004))
-            .collect();
-        assert_eq!(
-            axis.join(" "),
-            "0.0001 0.0002 0.0004 0.0008 0.0016 0.0032 0.0064 0.0128 0.0256 0.0512 0.1024 0.2048"
-        );
-    }
-
-    #[test]
-    fn escaping() {
-        let mut s = String::new();
-        escape_label_value(&mut s, "a\\b\"c\nd é");
-        assert_eq!(s, r#"a\\b\"c\nd é"#);
-        let mut s = String::new();
-        escape_help(&mut s, "say \"hi\"\\\nbye", Format::Text004);
-        assert_eq!(s, "say \"hi\"\\\\\\nbye");
-        let mut s = String::new();
-        escape_help(&mut s, "say \"hi\"\\\nbye", Format::OpenMetrics100);
-        assert_eq!(s, "say \\\"hi\\\"\\\\\\nbye");
+    /// A text exposition as a string.
+    fn text_of(e: Encoder, format: Format) -> String {
+        String::from_utf8(e.encode(format).unwrap()).unwrap()
     }
 
     // ---- Negotiation ---------------------------------------------------------------------
@@ -702,8 +525,17 @@ mod tests {
             ),
             (
                 Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
-                OpenMetrics100,
+                Protobuf,
             ),
+            // Protobuf: only the delimited MetricFamily stream.
+            (Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"), Protobuf),
+            (Some("Application/Vnd.Google.Protobuf; proto=\"io.prometheus.client.MetricFamily\"; Encoding=delimited"), Protobuf),
+            (Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"), Text004),
+            (Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily"), Text004),
+            (Some("application/vnd.google.protobuf;encoding=delimited"), Text004),
+            (Some("application/vnd.google.protobuf;proto=openmetrics.MetricSet;encoding=delimited,application/openmetrics-text;q=0.5"), OpenMetrics100),
+            (Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"), Protobuf),
+            (Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0,text/plain"), Text004),
             // Prometheus with OpenMetrics off, and curl.
             (Some("text/plain;version=0.0.4;q=1,*/*;q=0.1"), Text004),
             (Some("*/*;q=0.1"), Text004),
@@ -733,34 +565,43 @@ mod tests {
             Format::OpenMetrics100.content_type(),
             "application/openmetrics-text; version=1.0.0; charset=utf-8"
         );
+        assert_eq!(
+            Format::Protobuf.content_type(),
+            "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+        );
+    }
+
+    #[test]
+    fn escaping_openmetrics_help() {
+        assert_eq!(
+            escape_openmetrics_help("say \"hi\"\\\nbye"),
+            "say \\\"hi\\\"\\\\\\nbye"
+        );
+        assert!(matches!(
+            escape_openmetrics_help("plain é"),
+            Cow::Borrowed(_)
+        ));
     }
 
     // ---- Golden expositions --------------------------------------------------------------
 
-    /// One family of each kind, plus a family that gets no sample.
-    fn render(format: Format) -> String {
-        let mut e = Encoder::new(format);
-        assert_eq!(e.format(), format);
+    /// One family of each kind, plus families that get no sample.
+    fn golden(format: Format) -> String {
+        let mut e = Encoder::new();
         e.family(&fam(
             "ceph_pool_size",
             "Replicas \"wanted\" per object.",
             Kind::Gauge,
-            None,
         ));
         e.sample(&[("pool", "rbd")], 3.0);
         e.sample(&[("pool", "we\"ird\\na\nme")], 2.5);
-        e.family(&fam("ceph_empty", "Never sampled.", Kind::Gauge, None));
-        e.family(&fam("crb_errors", "Failed runs.", Kind::Counter, None));
+        e.family(&fam("ceph_empty", "Never sampled.", Kind::Gauge));
+        e.family(&fam("crb_errors", "Failed runs.", Kind::Counter));
         e.sample(&[("collector", "status"), ("reason", "timeout")], 7.0);
         e.sample(&[], 0.0);
-        e.family(&fam("crb_build", "Version.", Kind::Info, None));
+        e.family(&fam("crb_build", "Version.", Kind::Info));
         e.sample(&[("version", "0.1.0")], 1.0);
-        e.family(&fam(
-            "ceph_lat_seconds",
-            "Write latency.",
-            Kind::Histogram,
-            Some("seconds"),
-        ));
+        e.family(&fam("ceph_lat_seconds", "Write latency.", Kind::Histogram));
         e.histogram(
             &[("ceph_daemon", "osd.0")],
             &[0.0001, 0.0002, INF],
@@ -771,19 +612,17 @@ mod tests {
         e.family(&fam(
             "ceph_client_write_latency_seconds",
             "Quantiles.",
-            Kind::Summary,
-            Some("seconds"),
+            Kind::Untyped,
         ));
         e.sample(&[("quantile", "0.99")], 0.1536);
-        e.family(&fam("ceph_up", "", Kind::Gauge, None));
+        e.family(&fam("ceph_up", "", Kind::Gauge));
         e.sample(&[], f64::NAN);
         e.family(&fam(
             "ceph_trailing_empty",
             "No sample either.",
             Kind::Counter,
-            None,
         ));
-        e.finish()
+        text_of(e, format)
     }
 
     #[test]
@@ -804,90 +643,110 @@ crb_build_info{version="0.1.0"} 1
 ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="0.0001"} 1
 ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="0.0002"} 3
 ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="+Inf"} 4
+ceph_lat_seconds_sum{ceph_daemon="osd.0"} NaN
 ceph_lat_seconds_count{ceph_daemon="osd.0"} 4
 ceph_lat_seconds_bucket{le="1"} 2
 ceph_lat_seconds_bucket{le="+Inf"} 2
 ceph_lat_seconds_sum 0.75
 ceph_lat_seconds_count 2
 # HELP ceph_client_write_latency_seconds Quantiles.
-# TYPE ceph_client_write_latency_seconds summary
+# TYPE ceph_client_write_latency_seconds untyped
 ceph_client_write_latency_seconds{quantile="0.99"} 0.1536
+# HELP ceph_up 
 # TYPE ceph_up gauge
 ceph_up NaN
 "#;
-        assert_eq!(render(Format::Text004), want);
+        assert_eq!(golden(Format::Text004), want);
     }
 
     #[test]
     fn golden_openmetrics() {
-        let want = r#"# TYPE ceph_pool_size gauge
-# HELP ceph_pool_size Replicas \"wanted\" per object.
+        let want = r#"# HELP ceph_pool_size Replicas \"wanted\" per object.
+# TYPE ceph_pool_size gauge
 ceph_pool_size{pool="rbd"} 3
 ceph_pool_size{pool="we\"ird\\na\nme"} 2.5
-# TYPE crb_errors counter
 # HELP crb_errors Failed runs.
+# TYPE crb_errors counter
 crb_errors_total{collector="status",reason="timeout"} 7
 crb_errors_total 0
-# TYPE crb_build info
 # HELP crb_build Version.
+# TYPE crb_build info
 crb_build_info{version="0.1.0"} 1
-# TYPE ceph_lat_seconds histogram
-# UNIT ceph_lat_seconds seconds
 # HELP ceph_lat_seconds Write latency.
-ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="0.0001"} 1
-ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="0.0002"} 3
-ceph_lat_seconds_bucket{ceph_daemon="osd.0",le="+Inf"} 4
+# TYPE ceph_lat_seconds histogram
+ceph_lat_seconds_sum{ceph_daemon="osd.0"} NaN
+ceph_lat_seconds_count{ceph_daemon="osd.0"} 4
+ceph_lat_seconds_bucket{le="0.0001",ceph_daemon="osd.0"} 1
+ceph_lat_seconds_bucket{le="0.0002",ceph_daemon="osd.0"} 3
+ceph_lat_seconds_bucket{le="+Inf",ceph_daemon="osd.0"} 4
+ceph_lat_seconds_sum 0.75
+ceph_lat_seconds_count 2
 ceph_lat_seconds_bucket{le="1.0"} 2
 ceph_lat_seconds_bucket{le="+Inf"} 2
-ceph_lat_seconds_count 2
-ceph_lat_seconds_sum 0.75
-# TYPE ceph_client_write_latency_seconds summary
-# UNIT ceph_client_write_latency_seconds seconds
 # HELP ceph_client_write_latency_seconds Quantiles.
+# TYPE ceph_client_write_latency_seconds unknown
 ceph_client_write_latency_seconds{quantile="0.99"} 0.1536
+# HELP ceph_up 
 # TYPE ceph_up gauge
 ceph_up NaN
 # EOF
 "#;
-        assert_eq!(render(Format::OpenMetrics100), want);
+        assert_eq!(golden(Format::OpenMetrics100), want);
     }
 
     #[test]
     fn empty_exposition() {
-        assert_eq!(Encoder::new(Format::Text004).finish(), "");
-        assert_eq!(Encoder::new(Format::OpenMetrics100).finish(), "# EOF\n");
-        let mut e = Encoder::with_capacity(Format::OpenMetrics100, 0);
-        e.family(&fam("a", "b", Kind::Gauge, None));
-        e.family(&fam("c", "d", Kind::Histogram, None));
-        assert_eq!(e.finish(), "# EOF\n");
+        assert_eq!(text_of(Encoder::new(), Format::Text004), "");
+        assert_eq!(text_of(Encoder::new(), Format::OpenMetrics100), "# EOF\n");
+        assert!(Encoder::new().encode(Format::Protobuf).unwrap().is_empty());
+        let mut e = Encoder::new();
+        e.family(&fam("a", "b", Kind::Gauge));
+        e.family(&fam("c", "d", Kind::Histogram));
+        assert_eq!(text_of(e, Format::OpenMetrics100), "# EOF\n");
     }
 
     #[test]
     fn histogram_without_inf_bound_gets_one() {
         for format in [Format::Text004, Format::OpenMetrics100] {
-            let mut e = Encoder::new(format);
-            e.family(&fam("h", "", Kind::Histogram, None));
+            let mut e = Encoder::new();
+            e.family(&fam("h", "", Kind::Histogram));
             e.histogram(&[], &[0.5], &[3], Some(1.0));
-            let out = e.finish();
-            assert!(
-                out.contains("h_bucket{le=\"0.5\"} 3\nh_bucket{le=\"+Inf\"} 3\n"),
-                "{out}"
-            );
+            let out = text_of(e, format);
+            assert!(out.contains("h_bucket{le=\"+Inf\"} 3\n"), "{out}");
             assert!(out.contains("h_count 3\n"), "{out}");
         }
-        let mut e = Encoder::new(Format::Text004);
-        e.family(&fam("h", "", Kind::Histogram, None));
-        e.histogram(&[], &[], &[], None);
-        assert_eq!(
-            e.finish(),
-            "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 0\nh_count 0\n"
-        );
     }
 
+    /// The `le` values of Ceph's latency axis are the same strings in both text formats and as
+    /// Prometheus formats a protobuf bucket's bound (Go's shortest `%g`, `.0` added to
+    /// integers): series scraped in any format are the same series.
+    #[test]
+    fn le_of_the_ceph_axis_is_the_same_in_every_format() {
+        let bounds: Vec<f64> = (0..30)
+            .map(|k| 100_000.0 * f64::from(1u32 << k) / 1e9)
+            .chain([INF])
+            .collect();
+        let cumulative: Vec<u64> = (0..bounds.len() as u64).collect();
+        let les = |format: Format| -> Vec<String> {
+            let mut e = Encoder::new();
+            e.family(&fam("h", "", Kind::Histogram));
+            e.histogram(&[], &bounds, &cumulative, Some(1.0));
+            text_of(e, format)
+                .lines()
+                .filter_map(|l| l.split_once("le=\"").map(|(_, r)| r))
+                .filter_map(|r| r.split_once('"').map(|(le, _)| le.to_string()))
+                .collect()
+        };
+        let text = les(Format::Text004);
+        assert_eq!(text.len(), 31);
+        assert_eq!(text[0], "0.0001");
+        assert_eq!(text[29], "53687.0912");
+        assert_eq!(text, les(Format::OpenMetrics100));
+    }
     // ---- Real tools ----------------------------------------------------------------------
 
     /// A realistic exposition: what the exporter publishes, with every kind.
-    fn realistic(format: Format) -> String {
+    fn realistic_encoder() -> Encoder {
         let bounds: Vec<f64> = (0..31)
             .map(|k| 0.0001 * f64::from(1u32 << k))
             .chain([INF])
@@ -902,38 +761,34 @@ ceph_up NaN
             };
             *c = acc;
         }
-        let mut e = Encoder::new(format);
+        let mut e = Encoder::new();
         e.family(&fam(
             "ceph_degraded_objects",
             "Degraded object copies.",
             Kind::Gauge,
-            None,
         ));
         e.sample(&[], 1234.0);
         e.family(&fam(
             "ceph_recovery_objects_per_second",
             "Recovery rate. method=\"delta\": from samples; a \\ backslash.\nSecond line.",
             Kind::Gauge,
-            None,
         ));
         e.sample(&[("method", "delta")], 168.25);
         e.sample(&[("method", "ceph")], 0.0);
-        e.family(&fam("ceph_pool_size", "Replicas.", Kind::Gauge, None));
+        e.family(&fam("ceph_pool_size", "Replicas.", Kind::Gauge));
         e.sample(&[("pool", "rbd")], 3.0);
         e.sample(&[("pool", "with \"quotes\", \\ and\nnewline")], 2.0);
         e.family(&fam(
             "ceph_osd_op_w_latency_seconds",
             "Client write latency per primary OSD.",
             Kind::Histogram,
-            Some("seconds"),
         ));
         e.histogram(&[("ceph_daemon", "osd.0")], &bounds, &cum, None);
         e.histogram(&[("ceph_daemon", "osd.1")], &bounds, &cum, Some(12.5));
         e.family(&fam(
             "ceph_client_write_latency_seconds",
             "Cluster-wide write latency quantiles over the window.",
-            Kind::Summary,
-            Some("seconds"),
+            Kind::Untyped,
         ));
         e.sample(&[("quantile", "0.5")], 0.04032);
         e.sample(&[("quantile", "0.99")], 0.3208533333333333);
@@ -941,14 +796,12 @@ ceph_up NaN
             "ceph_recovery_budget_collector_errors",
             "Failed runs.",
             Kind::Counter,
-            None,
         ));
         e.sample(&[("collector", "status"), ("reason", "timeout")], 3.0);
         e.family(&fam(
             "ceph_osd_mclock_profile",
             "mClock profile.",
             Kind::Info,
-            None,
         ));
         e.sample(
             &[("ceph_daemon", "osd.0"), ("profile", "high_client_ops")],
@@ -958,10 +811,13 @@ ceph_up NaN
             "ceph_recovery_budget_last_success_timestamp_seconds",
             "Unix time.",
             Kind::Gauge,
-            None,
         ));
         e.sample(&[], 1_764_500_000.123);
-        e.finish()
+        e
+    }
+
+    fn realistic(format: Format) -> String {
+        text_of(realistic_encoder(), format)
     }
 
     fn promtool() -> Option<&'static std::path::Path> {
@@ -1016,42 +872,46 @@ ceph_up NaN
     /// What promtool (Prometheus 2.42) says about two shapes we publish or considered.
     #[test]
     fn promtool_findings() {
+        let format = Format::Text004;
         let Some(promtool) = promtool() else { return };
-        // 1. A histogram with _count but no _sum: no problem reported.
-        let mut e = Encoder::new(Format::Text004);
+        // 1. A histogram whose _sum is unknown (NaN): no problem reported.
+        let mut e = Encoder::new();
         e.family(&fam(
             "x_seconds",
-            "A histogram without _sum.",
+            "A histogram with an unknown sum.",
             Kind::Histogram,
-            None,
         ));
         e.histogram(&[("ceph_daemon", "osd.0")], &[0.0001, INF], &[1, 2], None);
-        assert_eq!(promtool_check(promtool, &e.finish()), (0, String::new()));
+        assert_eq!(
+            promtool_check(promtool, &text_of(e, format)),
+            (0, String::new())
+        );
         // 2. A gauge with a `quantile` label: a lint problem (exit 3)...
-        let mut e = Encoder::new(Format::Text004);
+        let mut e = Encoder::new();
         e.family(&fam(
             "ceph_client_write_latency_seconds",
             "Quantiles.",
             Kind::Gauge,
-            None,
         ));
         e.sample(&[("quantile", "0.99")], 0.12);
-        let (code, said) = promtool_check(promtool, &e.finish());
+        let (code, said) = promtool_check(promtool, &text_of(e, format));
         assert_eq!(code, 3);
         assert_eq!(
             said.trim(),
             "ceph_client_write_latency_seconds non-summary metrics should not have \"quantile\" label"
         );
-        // ...that the same series typed as a summary does not have.
-        let mut e = Encoder::new(Format::Text004);
+        // ...that the same series untyped does not have.
+        let mut e = Encoder::new();
         e.family(&fam(
             "ceph_client_write_latency_seconds",
             "Quantiles.",
-            Kind::Summary,
-            None,
+            Kind::Untyped,
         ));
         e.sample(&[("quantile", "0.99")], 0.12);
-        assert_eq!(promtool_check(promtool, &e.finish()), (0, String::new()));
+        assert_eq!(
+            promtool_check(promtool, &text_of(e, format)),
+            (0, String::new())
+        );
     }
 
     /// A structural check of an OpenMetrics 1.0 exposition against the spec's rules that apply
@@ -1307,7 +1167,7 @@ ceph_up NaN
         let om = realistic(Format::OpenMetrics100);
         assert_eq!(openmetrics_problems(&om), Vec::<String>::new(), "\n{om}");
         assert_eq!(
-            openmetrics_problems(&render(Format::OpenMetrics100)),
+            openmetrics_problems(&golden(Format::OpenMetrics100)),
             Vec::<String>::new()
         );
         // The label value with quotes, backslash and newline survives a round trip.
@@ -1340,25 +1200,150 @@ ceph_up NaN
         }
     }
 
-    #[test]
-    fn text_and_openmetrics_carry_the_same_samples() {
-        // Apart from metadata, the order of _sum/_count and text's _count without _sum, the two
-        // formats carry the same sample lines (no integral le in this exposition).
-        let lines = |s: &str| -> Vec<String> {
-            let mut v: Vec<String> = s
-                .lines()
-                .filter(|l| !l.starts_with('#'))
-                .map(str::to_string)
-                .collect();
-            v.sort();
-            v
-        };
-        let text: Vec<String> = lines(&realistic(Format::Text004))
-            .into_iter()
-            .filter(|l| {
-                !l.starts_with("ceph_osd_op_w_latency_seconds_count{ceph_daemon=\"osd.0\"}")
+    /// The samples of a text exposition as Prometheus stores them: series (labels sorted) and
+    /// value (`{:?}` of the parsed number, so that NaN equals NaN).
+    fn text_samples(text: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|line| {
+                let (series, value) = line.rsplit_once(' ').unwrap();
+                let v = parse_number(value).unwrap_or_else(|| panic!("value in {line}"));
+                (canonical_series(series), format!("{v:?}"))
             })
             .collect();
-        assert_eq!(text, lines(&realistic(Format::OpenMetrics100)));
+        out.sort();
+        out
+    }
+
+    /// `name{b="2",a="1"}` as `name{a="1",b="2"}`.
+    fn canonical_series(series: &str) -> String {
+        let Some((name, labels)) = series.split_once('{') else {
+            return series.to_string();
+        };
+        let mut labels = parse_labels(labels.strip_suffix('}').unwrap(), &mut |s| panic!("{s}"));
+        labels.sort();
+        series_key(name, &labels)
+    }
+
+    fn series_key(name: &str, labels: &[(String, String)]) -> String {
+        if labels.is_empty() {
+            return name.to_string();
+        }
+        let mut v = String::new();
+        let pairs: Vec<String> = labels
+            .iter()
+            .map(|(k, val)| {
+                v.clear();
+                for c in val.chars() {
+                    match c {
+                        '\\' => v.push_str("\\\\"),
+                        '"' => v.push_str("\\\""),
+                        '\n' => v.push_str("\\n"),
+                        c => v.push(c),
+                    }
+                }
+                format!("{k}=\"{v}\"")
+            })
+            .collect();
+        format!("{name}{{{}}}", pairs.join(","))
+    }
+
+    /// A protobuf body decoded and flattened into series the way Prometheus 2.42's protobuf
+    /// parser does (counter, gauge and untyped values under the family's name; a classic
+    /// histogram as `_bucket{le}`, `_sum`, `_count`). Checks the framing on the way.
+    fn protobuf_samples(mut body: &[u8]) -> (Vec<(String, String)>, Vec<pb::MetricFamily>) {
+        let mut families = Vec::new();
+        while !body.is_empty() {
+            families.push(pb::MetricFamily::decode_length_delimited(&mut body).unwrap());
+        }
+        let mut out = Vec::new();
+        for f in &families {
+            for m in &f.metric {
+                let mut labels: Vec<(String, String)> = m
+                    .label
+                    .iter()
+                    .map(|l| (l.name.clone(), l.value.clone()))
+                    .collect();
+                labels.sort();
+                let mut push = |name: String, labels: &[(String, String)], v: f64| {
+                    out.push((series_key(&name, labels), format!("{v:?}")));
+                };
+                match pb::MetricType::try_from(f.r#type).unwrap() {
+                    pb::MetricType::Counter => {
+                        push(f.name.clone(), &labels, m.counter.as_ref().unwrap().value)
+                    }
+                    pb::MetricType::Gauge => {
+                        push(f.name.clone(), &labels, m.gauge.as_ref().unwrap().value)
+                    }
+                    pb::MetricType::Untyped => {
+                        push(f.name.clone(), &labels, m.untyped.as_ref().unwrap().value)
+                    }
+                    pb::MetricType::Histogram => {
+                        let h = m.histogram.as_ref().unwrap();
+                        push(format!("{}_sum", f.name), &labels, h.sample_sum);
+                        push(format!("{}_count", f.name), &labels, h.sample_count as f64);
+                        for b in &h.bucket {
+                            let le = if b.upper_bound == INF {
+                                "+Inf".to_string()
+                            } else {
+                                // Shortest round-trip digits, as Go's %g for this axis.
+                                format!("{}", b.upper_bound)
+                            };
+                            let mut with_le = labels.clone();
+                            with_le.push(("le".into(), le));
+                            with_le.sort();
+                            push(
+                                format!("{}_bucket", f.name),
+                                &with_le,
+                                b.cumulative_count as f64,
+                            );
+                        }
+                    }
+                    other => panic!("unexpected type {other:?} of {}", f.name),
+                }
+            }
+        }
+        out.sort();
+        (out, families)
+    }
+
+    fn realistic_bytes(format: Format) -> Vec<u8> {
+        realistic_encoder().encode(format).unwrap()
+    }
+
+    #[test]
+    fn every_format_carries_the_same_samples() {
+        let text = text_samples(&realistic(Format::Text004));
+        assert!(text.len() > 70, "{text:?}");
+        assert_eq!(text, text_samples(&realistic(Format::OpenMetrics100)));
+        let (proto, families) = protobuf_samples(&realistic_bytes(Format::Protobuf));
+        assert_eq!(text, proto);
+        // Names and types as Prometheus sees them.
+        let types: Vec<(String, pb::MetricType)> = families
+            .iter()
+            .map(|f| (f.name.clone(), pb::MetricType::try_from(f.r#type).unwrap()))
+            .collect();
+        for want in [
+            ("ceph_degraded_objects", pb::MetricType::Gauge),
+            ("ceph_osd_op_w_latency_seconds", pb::MetricType::Histogram),
+            ("ceph_client_write_latency_seconds", pb::MetricType::Untyped),
+            (
+                "ceph_recovery_budget_collector_errors_total",
+                pb::MetricType::Counter,
+            ),
+            ("ceph_osd_mclock_profile_info", pb::MetricType::Gauge),
+        ] {
+            assert!(
+                types.contains(&(want.0.to_string(), want.1)),
+                "{want:?} in {types:?}"
+            );
+        }
+        // HELP as given (no escaping in protobuf).
+        let rate = families
+            .iter()
+            .find(|f| f.name == "ceph_recovery_objects_per_second")
+            .unwrap();
+        assert!(rate.help.contains("method=\"delta\"") && rate.help.contains('\n'));
     }
 }

@@ -14,7 +14,7 @@ use crate::collect::{CollectorName, Snapshot};
 use crate::enforcer::policy::Mode;
 use crate::enforcer::state::Phase;
 use crate::enforcer::EnforcerView;
-use encode::{Encoder, Family, Format, Kind};
+use encode::{EncodeError, Encoder, Family, Format, Kind};
 
 /// PG state words always published (0 when absent) so alerts and dashboards find the series.
 pub const PG_STATES: [&str; 14] = [
@@ -95,7 +95,6 @@ fn render_http(enc: &mut Encoder, c: &HttpCounters) {
         name: "ceph_recovery_budget_http_requests_rejected",
         help: "HTTP requests turned away, by reason: max_requests (503, --web.max-requests in flight), unauthorized (401, basic auth).",
         kind: Kind::Counter,
-        unit: None,
     });
     enc.sample(&[("reason", "max_requests")], n(&c.rejected_max_requests));
     enc.sample(&[("reason", "unauthorized")], n(&c.rejected_unauthorized));
@@ -103,7 +102,6 @@ fn render_http(enc: &mut Encoder, c: &HttpCounters) {
         name: "ceph_recovery_budget_http_connections_closed",
         help: "HTTP connections the exporter closed, by reason: header_timeout (headers or TLS handshake not in within --web.read-header-timeout), idle_timeout (--web.idle-timeout without a request), max_connections (waiting, and its place taken by a new connection when all --web.max-connections were open), tls_handshake (failed, plain HTTP on the TLS port included).",
         kind: Kind::Counter,
-        unit: None,
     });
     enc.sample(&[("reason", "header_timeout")], n(&c.closed_header_timeout));
     enc.sample(&[("reason", "idle_timeout")], n(&c.closed_idle_timeout));
@@ -120,7 +118,6 @@ fn render_backend(enc: &mut Encoder, backend: Option<&str>) {
             name: "ceph_recovery_budget_backend",
             help: "How the exporter talks to Ceph: the ceph CLI (one process per command) or librados (one connection).",
             kind: Kind::Info,
-            unit: None,
         });
         enc.sample(&[("backend", b)], 1.0);
     }
@@ -131,12 +128,11 @@ fn gauge<'a>(name: &'a str, help: &'a str) -> Family<'a> {
         name,
         help,
         kind: Kind::Gauge,
-        unit: None,
     }
 }
 
-/// Renders everything the exporter publishes, as of `now`.
-pub fn render(snapshot: &Snapshot, now: Instant, format: Format) -> String {
+/// Renders everything the exporter publishes, as of `now`, in `format`.
+pub fn render(snapshot: &Snapshot, now: Instant, format: Format) -> Result<Vec<u8>, EncodeError> {
     render_with(snapshot, None, now, format)
 }
 
@@ -146,8 +142,8 @@ pub fn render_with(
     enforcer: Option<&EnforcerView>,
     now: Instant,
     format: Format,
-) -> String {
-    let mut enc = Encoder::with_capacity(format, 64 * 1024);
+) -> Result<Vec<u8>, EncodeError> {
+    let mut enc = Encoder::new();
     render_status(&mut enc, snapshot, now);
     render_pools(&mut enc, snapshot, now);
     render_latency(&mut enc, snapshot, now);
@@ -156,7 +152,7 @@ pub fn render_with(
     if let Some(view) = enforcer {
         render_enforcer(&mut enc, view);
     }
-    enc.finish()
+    enc.encode(format)
 }
 
 /// What a render depends on besides the snapshot and the enforcer view: which collectors' data is
@@ -180,17 +176,16 @@ pub fn freshness(snapshot: &Snapshot, now: Instant) -> u8 {
         })
 }
 
-/// The enforcer's families alone, as they appear in [`render_with`]'s output (without the
-/// OpenMetrics `# EOF`): cheap (a few KB), so a cached body can be checked against the view
-/// of this very moment.
-pub fn render_enforcer_section(view: &EnforcerView, format: Format) -> String {
-    let mut enc = Encoder::with_capacity(format, 4 * 1024);
+/// The enforcer's families alone, encoded as in [`render_with`]'s output (OpenMetrics without
+/// `# EOF`): cheap (a few KB), so a cached body can be checked against the view of this very
+/// moment.
+pub fn render_enforcer_section(
+    view: &EnforcerView,
+    format: Format,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut enc = Encoder::new();
     render_enforcer(&mut enc, view);
-    let mut text = enc.finish();
-    if let Some(len) = text.strip_suffix("# EOF\n").map(str::len) {
-        text.truncate(len);
-    }
-    text
+    enc.encode_part(format)
 }
 
 fn flag(b: bool) -> f64 {
@@ -250,7 +245,6 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
         name: "ceph_recovery_budget_suspend_reason",
         help: "Why the bound is suspended (undersized or pool_at_min_size); present only while suspended.",
         kind: Kind::Info,
-        unit: None,
     });
     if let Some(reason) = &v.suspend_reason {
         enc.sample(&[("reason", reason)], 1.0);
@@ -259,7 +253,6 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
         name: "ceph_recovery_budget_decisions",
         help: "Decisions logged by the enforcer, by action or event (THROTTLE, SUSPEND, RESUME, RESTORE, BREACH, HOLD, ...); in observe mode the actions it would have taken.",
         kind: Kind::Counter,
-        unit: None,
     });
     for (action, n) in &v.decisions_total {
         enc.sample(&[("action", action)], *n as f64);
@@ -268,7 +261,6 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
         name: "ceph_recovery_budget_action_failures",
         help: "ceph config set/rm commands of the enforcer that failed (each is retried with backoff).",
         kind: Kind::Counter,
-        unit: None,
     });
     enc.sample(&[], v.action_failures_total as f64);
     enc.family(&gauge(
@@ -479,7 +471,6 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
                 name: "ceph_osd_op_w_latency",
                 help: "Client write latency in seconds (including queueing) per primary OSD, from osd.op_w_latency_in_bytes_histogram of perf histogram dump (Ceph's log2 buckets; counters restart when the OSD restarts); _sum from the osd.op_w_latency counter of perf dump (same writes).",
                 kind: Kind::Histogram,
-                unit: None,
             });
             for (osd, h) in &lat.per_osd {
                 let sum = lat.sums.get(osd).map(|s| s.seconds);
@@ -491,7 +482,6 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
                 name: "ceph_osd_op_w_latency",
                 help: "Client write latency in seconds (including queueing) of the primary OSDs of a host (label host) or of the whole cluster (no label), --latency.aggregate: counters kept by the exporter from each OSD's increase (an OSD restart is not a reset; the exporter's restart is); _sum from the OSDs' op_w_latency counters, kept the same way.",
                 kind: Kind::Histogram,
-                unit: None,
             });
             for (group, h) in groups {
                 // The cluster group has no name: no label at all.
@@ -505,12 +495,12 @@ fn render_latency(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
             }
         }
     }
-    // A summary (quantiles only): promtool rejects a `quantile` label on a gauge.
+    // Untyped: quantiles without _sum/_count (see Kind::Untyped); promtool rejects a
+    // `quantile` label on a gauge.
     enc.family(&Family {
         name: "ceph_client_write_latency_seconds",
         help: "Cluster-wide client write latency quantiles over --latency.window, interpolated like histogram_quantile over the increase of ceph_osd_op_w_latency_bucket. Absent when no write happened in the window.",
-        kind: Kind::Summary,
-        unit: None,
+        kind: Kind::Untyped,
     });
     for (q, v) in &lat.quantiles {
         enc.sample(&[("quantile", &q.to_string())], *v);
@@ -525,7 +515,6 @@ fn render_scheduler(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_osd_op_queue",
         help: "The op queue (scheduler) each OSD runs, as the daemon reports it (osd_op_queue; read at OSD start).",
         kind: Kind::Info,
-        unit: None,
     });
     for (osd, s) in scheds {
         if let Some(q) = &s.op_queue {
@@ -536,7 +525,6 @@ fn render_scheduler(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_osd_mclock_profile",
         help: "The mClock profile each OSD really runs, as the daemon reports it (a value pinned in its ceph.conf wins over ceph config set).",
         kind: Kind::Info,
-        unit: None,
     });
     for (osd, s) in scheds {
         if let Some(p) = &s.mclock_profile {
@@ -558,7 +546,6 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_recovery_budget_collector_duration_seconds",
         help: "How long the collector's last run took.",
         kind: Kind::Gauge,
-        unit: None,
     });
     for h in &snapshot.collectors {
         if snapshot.cycle > 0 {
@@ -573,7 +560,6 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_recovery_budget_collection_cycles",
         help: "Collection cycles completed since the exporter started.",
         kind: Kind::Counter,
-        unit: None,
     });
     enc.sample(&[], snapshot.cycle as f64);
     enc.family(&gauge(
@@ -587,7 +573,6 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_recovery_budget_collector_errors",
         help: "Failed collector runs since the exporter started, by reason (spawn, timeout, exit_status, io, connect, unsupported, parse, no_daemon_answered).",
         kind: Kind::Counter,
-        unit: None,
     });
     for h in &snapshot.collectors {
         // Every reason from the start at 0, so that increase() sees the first failure.
@@ -615,7 +600,6 @@ fn render_self(enc: &mut Encoder, snapshot: &Snapshot, now: Instant) {
         name: "ceph_recovery_budget_build",
         help: "Version of ceph-recovery-budget.",
         kind: Kind::Info,
-        unit: None,
     });
     enc.sample(&[("version", VERSION)], 1.0);
     render_backend(enc, BACKEND.get().copied());
@@ -638,9 +622,9 @@ mod backend_tests {
                 "# TYPE ceph_recovery_budget_backend info\n",
             ),
         ] {
-            let mut enc = Encoder::with_capacity(format, 1024);
+            let mut enc = Encoder::new();
             render_backend(&mut enc, Some("librados"));
-            let text = enc.finish();
+            let text = String::from_utf8(enc.encode(format).unwrap()).unwrap();
             assert!(text.contains(type_line), "{text}");
             assert!(
                 text.contains("\nceph_recovery_budget_backend_info{backend=\"librados\"} 1\n"),
@@ -648,8 +632,8 @@ mod backend_tests {
             );
         }
         // Not set (tests, other tools): nothing rendered.
-        let mut enc = Encoder::with_capacity(Format::Text004, 1024);
+        let mut enc = Encoder::new();
         render_backend(&mut enc, None);
-        assert!(!enc.finish().contains("backend"));
+        assert!(enc.encode(Format::Text004).unwrap().is_empty());
     }
 }

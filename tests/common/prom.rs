@@ -273,6 +273,12 @@ pub fn start_prometheus(dir: &TempDir, config: &str) -> Server {
 
 /// A Prometheus serving under `prefix` (as behind a reverse proxy at `/prometheus`).
 pub fn start_prometheus_under(dir: &TempDir, config: &str, prefix: &str) -> Server {
+    start_prometheus_with(dir, config, prefix, &[])
+}
+
+/// A Prometheus with extra flags (`--enable-feature=native-histograms`: it then asks for the
+/// protobuf exposition).
+pub fn start_prometheus_with(dir: &TempDir, config: &str, prefix: &str, extra: &[&str]) -> Server {
     let prometheus = tool("prometheus", "prometheus");
     let port = free_port();
     let config_file = dir.write("prometheus.yml", config);
@@ -284,6 +290,7 @@ pub fn start_prometheus_under(dir: &TempDir, config: &str, prefix: &str) -> Serv
     if !prefix.is_empty() {
         args.push(format!("--web.route-prefix={prefix}"));
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
     Server::start_under(
         "prometheus",
         &prometheus,
