@@ -185,6 +185,7 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
         "RecoveryBudgetCollectorDown",
         "RecoveryBudgetEnforcerHolding",
         "RecoveryBudgetNoEnforcerActs",
+        "RecoveryBudgetBaselineSuspect",
         "CephRecoveryStalled",
         "RecoveryPausedByEnforcerTooLong",
         "RecoveryPauseFlagStuck",

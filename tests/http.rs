@@ -434,8 +434,29 @@ async fn decisions_status_and_landing_page_for_on_call() {
         text.contains("enforcer: observe mode, state IDLE"),
         "{text}"
     );
-    assert!(text.contains("client p99 write 41.2 ms, bound 32.0 ms (2 x baseline 16.0 ms), ABOVE the bound for 17m30s"), "{text}");
+    // Every p99 names its window.
+    assert!(text.contains("client p99 write 41.2 ms over the last 5m, bound 32.0 ms (2 x baseline 16.0 ms), ABOVE the bound for 17m30s"), "{text}");
+    // It opens with what is happening and what to do: an OSD down but in (the OSD map was not
+    // read here, so it says where to look).
+    assert!(
+        lines[0]
+            .starts_with("NOW: 1 OSD (which: `ceph osd tree down`; reading the OSD map failed: ")
+            && lines[0].contains("is down but still in"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("DO: Bring the down OSD (`ceph osd tree down`) back"),
+        "{text}"
+    );
+    assert_eq!(
+        report.headline.as_ref().map(|h| h.case),
+        Some(http::headline::Case::OsdsDownNotOut)
+    );
     assert!(text.contains("recovery: 7880 degraded + 0 misplaced objects, rate not measured yet (Ceph says 0 obj/s)"), "{text}");
+    assert!(
+        text.contains("pools at min_size: device_health_metrics, rbd-vms; OSDs: 3 of 4 up, 4 in (1 down but in, noout set)"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "redundancy: 19 PGs undersized; pools at min_size: device_health_metrics, rbd-vms"
@@ -460,6 +481,10 @@ async fn decisions_status_and_landing_page_for_on_call() {
     assert!(lines.len() <= 12, "a few plain lines, not a page: {text}");
 
     assert!(landing.contains("<pre>enforcer: observe mode"), "{landing}");
+    assert!(
+        landing.contains("<div class=\"headline\"><p class=\"what\">1 OSD (which:"),
+        "{landing}"
+    );
     assert!(
         landing.contains("THROTTLE osd_mclock_profile balanced -&gt; high_client_ops"),
         "{landing}"

@@ -46,9 +46,9 @@ fn the_pages_alert_list_is_the_alerts_file_and_each_has_a_runbook_section() {
     }
 }
 
-/// A `ceph` that answers from recorded states: `ceph status`, pools, undersized PGs and the config from the
-/// undersized fixture (an OSD down, PGs undersized), the OSDs' answers and the OSD map's flags
-/// from the lab's healthy recording. While the file `blind` exists in `dir` the OSDs do not answer, with an error that
+/// A `ceph` that answers from recorded states: `ceph status`, pools, undersized PGs, the OSD map
+/// and the config from the undersized fixture (osd.2 down with noout, PGs undersized), the OSDs'
+/// answers from the lab's healthy recording. While the file `blind` exists in `dir` the OSDs do not answer, with an error that
 /// has markup in it, which the page must show as text.
 fn fake_ceph(dir: &TempDir) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -68,7 +68,7 @@ fn fake_ceph(dir: &TempDir) -> String {
            *'perf histogram dump'*) exec cat '{lab}.tell-osd-all-perf-histogram-dump.out' ;;\n\
            *'config get osd_op_queue'*) exec cat '{lab}.tell-osd-all-config-get-osd_op_queue.out' ;;\n\
            *'config get osd_mclock_profile'*) exec cat '{lab}.tell-osd-all-config-get-osd_mclock_profile.out' ;;\n\
-           *'osd dump'*) exec cat '{lab}.osd-dump.out' ;;\n\
+           *'osd dump'*) exec cat '{u}/ceph_osd_dump.json' ;;\n\
            esac\n\
          fi\n\
          echo 'Error EINVAL: <b>not recorded</b>' >&2\n\
@@ -184,6 +184,18 @@ fn the_landing_page_reads_well_in_a_real_browser() {
     std::fs::remove_file(&blind).expect("remove the blind marker");
     page_says("state SUSPENDED");
     let dom = dump_dom(&browser, &dir, "suspended", &url);
+    // First what is happening and what to do, from the recorded state.
+    for said in [
+        "<div class=\"headline\"><p class=\"what\">osd.2 is down but still in since ",
+        "`noout` is set, so Ceph will not mark it out",
+        "<b>Do:</b> Bring osd.2 back",
+        "Runbook: RecoveryLatencyBudgetSuspended</a>",
+    ] {
+        assert!(
+            dom.contains(said),
+            "no {said:?} in the rendered page:\n{dom}"
+        );
+    }
     // The status lines, as `status` prints them.
     for line in [
         "enforcer: observe mode, state SUSPENDED",

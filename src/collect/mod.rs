@@ -19,7 +19,7 @@ use crate::ceph::parse::{self, ParseError};
 use crate::ceph::{CephCommand, CephError, Client};
 use crate::latency::aggregate::{Aggregator, Grouping, SumAggregator};
 use crate::latency::{Histogram, LatencySum, LatencyWindow};
-use recovery::RecoveryWindow;
+use recovery::{RecoveryWindow, WindowRates};
 
 /// The quantiles published as `ceph_client_write_latency_seconds{quantile}`.
 pub const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
@@ -99,6 +99,11 @@ pub struct StatusData {
     pub status: parse::status::ClusterStatus,
     /// Decrease of degraded + misplaced objects per second over `--recovery.window`.
     pub recovery_rate_delta: Option<f64>,
+    /// The same with Ceph's own rate over the same time, while there is something to recover.
+    pub recovery_rates: Option<WindowRates>,
+    /// Which OSDs are down but still in (`ceph osd dump`), read only when the status says some
+    /// are (its `OSD_DOWN` check); `Err`: why that read failed.
+    pub down_in: Option<Result<parse::osd_dump::DownIn, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,6 +114,8 @@ pub struct LatencyData {
     pub quantiles: Vec<(f64, f64)>,
     /// Time covered by the window so far (shorter than the window right after start).
     pub window_span: Duration,
+    /// The window's length (`--latency.window`): the quantiles are over the last this much.
+    pub window: Duration,
     /// OSDs that did not answer this cycle, with the reason.
     pub missing: BTreeMap<String, String>,
     /// `--latency.aggregate host|cluster`: the exporter's group counters (host name, or one
@@ -345,6 +352,10 @@ pub mod commands {
     pub fn osd_tree() -> CephCommand {
         CephCommand::new(["osd", "tree"])
     }
+    /// Read only while OSDs are down but in (see `StatusData::down_in`).
+    pub fn osd_dump() -> CephCommand {
+        CephCommand::new(["osd", "dump"])
+    }
 }
 
 /// [`ops::run_parsed`] with the collector's error.
@@ -568,21 +579,35 @@ impl<C: Client> Collector<C> {
             }
             Err(_) => true,
         };
+        let down_in_hint = status.as_ref().is_ok_and(|s| s.osds_down_in() > 0);
         let result = status.map(|s| {
             let now = Instant::now();
             self.recovery.push(
                 now.into_std(),
                 s.degraded_objects.saturating_add(s.misplaced_objects),
+                s.recovering_objects_per_sec,
             );
             self.current.status = Some(Stamped {
                 at: now,
                 value: StatusData {
                     recovery_rate_delta: self.recovery.rate(),
+                    recovery_rates: self.recovery.rates(),
+                    down_in: None,
                     status: s,
                 },
             });
         });
         self.record(CollectorName::Status, started, result);
+        // Which OSDs are down and in, only when some are: `osd dump` is large on a big cluster.
+        // An extra, like the latency sums: its failure is said in the report, not a collector's.
+        if down_in_hint {
+            let down_in = run_parsed(&self.client, commands::osd_dump(), parse::osd_dump::down_in)
+                .await
+                .map_err(|e| e.to_string());
+            if let Some(s) = self.current.status.as_mut() {
+                s.value.down_in = Some(down_in);
+            }
+        }
 
         let client = &self.client;
         let pgs_fut = async {
@@ -709,6 +734,7 @@ impl<C: Client> Collector<C> {
                     per_osd,
                     quantiles,
                     window_span: self.latency.span(),
+                    window: self.latency.window(),
                     missing,
                     groups,
                     sums,

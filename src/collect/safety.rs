@@ -8,7 +8,13 @@ use crate::ceph::parse::pools::Pool;
 pub struct PoolSafety {
     pub pool: Pool,
     pub pgs_undersized: u64,
+    /// Acting set no larger than min_size (those below it included).
     pub pgs_at_min_size: u64,
+    /// Acting set smaller than min_size: their I/O has stopped.
+    pub pgs_below_min_size: u64,
+    /// The fewest live members in the acting set of any of its undersized PGs (copies, or
+    /// shards for an erasure-coded pool); `None` when none is undersized.
+    pub fewest_members: Option<usize>,
 }
 
 impl PoolSafety {
@@ -24,10 +30,18 @@ impl PoolSafety {
 pub fn pool_safety(pools: &[Pool], undersized: &UndersizedPgs) -> Vec<PoolSafety> {
     pools
         .iter()
-        .map(|pool| PoolSafety {
-            pool: pool.clone(),
-            pgs_undersized: undersized.in_pool(pool.id),
-            pgs_at_min_size: undersized.with_at_most(pool.id, pool.min_size as usize),
+        .map(|pool| {
+            let min = pool.min_size as usize;
+            PoolSafety {
+                pool: pool.clone(),
+                pgs_undersized: undersized.in_pool(pool.id),
+                pgs_at_min_size: undersized.with_at_most(pool.id, min),
+                pgs_below_min_size: match min.checked_sub(1) {
+                    Some(below) => undersized.with_at_most(pool.id, below),
+                    None => 0,
+                },
+                fewest_members: undersized.fewest(pool.id),
+            }
         })
         .collect()
 }

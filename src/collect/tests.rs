@@ -130,6 +130,47 @@ async fn undersized_cluster_shows_pool_at_min_size() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_osd_down_but_in_is_named_from_the_osd_map() {
+    // The status raises OSD_DOWN (osd.2 stopped with noout): `osd dump` says which.
+    let client = cluster("undersized");
+    client.set(
+        &commands::osd_dump(),
+        Reply::ok(fixture("undersized/ceph_osd_dump.json")),
+    );
+    let mut c = Collector::new(client.clone(), settings());
+    let s = c.collect_once().await;
+    let down = s.status.as_ref().and_then(|st| st.value.down_in.clone());
+    let down = down.expect("read").expect("parsed");
+    assert_eq!(
+        (down.osds, down.latest_change, down.noout),
+        (vec![2], Some(2), true)
+    );
+    // An OSD stopped and marked out raises no OSD_DOWN: the map is not read.
+    let client = cluster("recovery");
+    let mut c = Collector::new(client.clone(), settings());
+    let s = c.collect_once().await;
+    assert!(!client.calls().contains(&commands::osd_dump()));
+    assert!(s
+        .status
+        .as_ref()
+        .is_some_and(|st| st.value.down_in.is_none()));
+    // The read failing costs only the names, not the status.
+    let client = cluster("undersized");
+    let mut c = Collector::new(client.clone(), settings());
+    let s = c.collect_once().await;
+    let st = s.status.as_ref().expect("status");
+    assert!(
+        matches!(&st.value.down_in, Some(Err(e)) if e.contains("osd dump")),
+        "{:?}",
+        st.value.down_in
+    );
+    assert!(s
+        .collectors
+        .iter()
+        .all(|h| h.name != CollectorName::Status || h.last_ok));
+}
+
+#[tokio::test(start_paused = true)]
 async fn recovery_rate_from_two_samples() {
     let client = cluster("recovery");
     let mut c = Collector::new(client.clone(), settings());

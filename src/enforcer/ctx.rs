@@ -58,6 +58,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// "client p99 write 38.2 ms over the last 5m": every p99 a person reads names its window.
+    pub(super) fn p99(&self, p99: f64) -> String {
+        format!(
+            "client p99 write {} over the last {}",
+            crate::units::fmt_ms(p99),
+            crate::units::fmt_window(self.policy.latency_window.as_secs_f64())
+        )
+    }
+
     /// "12 PGs recovering, 0 undersized"
     pub(super) fn pg_summary(&self) -> String {
         format!(

@@ -13,7 +13,7 @@ pub use super::ladder::MCLOCK_PROFILE_KEY;
 use super::ladder::{self, changes_to, same_setting, throttle_values};
 use super::observation::{Observation, OpQueue};
 use super::pause::foreign_flags;
-use super::policy::{Mode, OnExit, Policy, SuspendWhen};
+use super::policy::{BaselineSpec, Mode, OnExit, Policy, SuspendWhen};
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Time};
 use crate::units::{fmt_ms, fmt_secs};
 
@@ -409,6 +409,7 @@ struct Core {
 fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Core {
     let mut next = state.clone();
     next.changes.retain(|t| now - t < HOUR);
+    next.deferred = None;
     let ctx = Ctx::new(policy, obs, now);
     let bound = ctx.bound;
     let mut notes = Vec::new();
@@ -455,6 +456,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         );
         next.holding = Some(key);
         next.phase = Phase::Holding;
+        next.baseline_high_since = None;
         let want = blind_restore(policy, &ctx, state, &mut next, &mut notes, reason);
         let action = to_action(policy, &ctx, state, &mut next, &mut notes, want);
         return Core {
@@ -534,10 +536,18 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             .applied
             .as_ref()
             .is_some_and(|a| a.kind == ActionKind::Throttle);
+        let rung = if held { state.ladder.rung.min(2) } else { 0 };
         next.ladder = LadderState {
-            rung: if held { state.ladder.rung.min(2) } else { 0 },
+            rung,
             step: state.ladder.step,
             since: now,
+            acted: state
+                .ladder
+                .acted
+                .iter()
+                .filter(|(r, _)| **r <= rung)
+                .map(|(r, a)| (*r, *a))
+                .collect(),
             ..LadderState::default()
         };
         notes.push(ctx.record(
@@ -611,6 +621,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         if state.recovery_active {
             notes.push(ctx.record(DecisionEvent::RecoveryFinished, "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
         }
+        baseline_check(&ctx, &mut next, &mut notes);
         // Anything changed in this episode is put back, even after a partly failed action.
         if !state.original.is_empty() {
             let ended = *next.recovery_ended_at.get_or_insert(now);
@@ -636,6 +647,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
     } else {
         next.recovery_ended_at = None;
+        // Latency during recovery says nothing about the baseline.
+        next.baseline_high_since = None;
         if let Some(risk) = at_risk(policy, obs) {
             // 4: redundancy at risk: the bound is suspended whatever the latency.
             ladder::end_pause(
@@ -726,7 +739,17 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                     );
                 }
                 (None, _, _) => {
-                    next.breach_since = None;
+                    // No p99 from recent writes: nothing is decided on older ones.
+                    if let Some(since) = next.breach_since.take() {
+                        notes.push(ctx.record(
+                            DecisionEvent::BreachEnded,
+                            format!(
+                                "BREACH no longer tracked after {}: {}; nothing is decided on a p99 of writes that have stopped",
+                                fmt_secs(now - since),
+                                obs.p99_note.as_deref().unwrap_or("no client writes in the window")
+                            ),
+                        ));
+                    }
                 }
                 (Some(p99), Some(bound), Some(baseline)) => {
                     if p99 > bound {
@@ -734,8 +757,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                         if state.breach_since.is_none() {
                             notes.push(ctx.record(DecisionEvent::Breach,
                                 format!(
-                                    "BREACH: client p99 write {} > bound {} ({} x baseline {}); acting after {} if it lasts; {}",
-                                    fmt_ms(p99),
+                                    "BREACH: {} > bound {} ({} x baseline {}); acting after {} if it lasts; {}",
+                                    ctx.p99(p99),
                                     fmt_ms(bound),
                                     policy.multiplier,
                                     fmt_ms(baseline),
@@ -756,8 +779,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                                         ActionKind::Throttle,
                                         changes_to(&values, obs),
                                         format!(
-                                            "client p99 write {} > bound {} ({} x baseline {}) for {}; {}",
-                                            fmt_ms(p99),
+                                            "{} > bound {} ({} x baseline {}) for {}; {}",
+                                            ctx.p99(p99),
                                             fmt_ms(bound),
                                             policy.multiplier,
                                             fmt_ms(baseline),
@@ -775,9 +798,9 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                         notes.push(ctx.record(
                             DecisionEvent::BreachEnded,
                             format!(
-                                "BREACH ended after {}: client p99 write {} <= bound {}",
+                                "BREACH ended after {}: {} <= bound {}",
                                 fmt_secs(now - since),
-                                fmt_ms(p99),
+                                ctx.p99(p99),
                                 fmt_ms(bound)
                             ),
                         ));
@@ -847,11 +870,15 @@ fn to_action(
             rung,
             lifecycle: None,
         };
+        // Only keys that change. A recovery limit the enforcer still holds goes back even when
+        // the config database already has the operator's value: its value told to the running
+        // OSDs is unset with it.
         let changes: Vec<Change> = changes
             .into_iter()
             .filter(|c| {
                 !same_setting(&c.from, &c.to)
-                    || matches!(kind, ActionKind::Restore | ActionKind::BlindRestore)
+                    || (matches!(kind, ActionKind::Restore | ActionKind::BlindRestore)
+                        && ladder::pushed_and_held(state, &c.key))
             })
             .collect();
         // The throttle profile unset in the config database but run by every OSD already (it
@@ -894,6 +921,7 @@ fn to_action(
             limit_wait_reserving(policy, next, now, reserve)
         };
         if wait > 0.0 {
+            next.deferred = Some((kind, now + wait));
             if next.noted.insert(format!("rate_limited:{}", kind.as_str())) {
                 notes.push(ctx.record(DecisionEvent::RateLimited,
                     format!(
@@ -925,6 +953,48 @@ fn to_action(
     action
 }
 
+/// Without recovery, a client p99 (of recent writes) above the bound for `for` means the
+/// baseline is too low for this cluster's load: every recovery would start in breach and be
+/// throttled for it. Said once, as a warning, until p99 comes back within the bound.
+fn baseline_check(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Vec<DecisionRecord>) {
+    let (policy, obs, now) = (ctx.policy, ctx.obs, ctx.now);
+    let (Some(p99), Some(bound), Some(baseline)) = (obs.p99, ctx.bound, obs.baseline) else {
+        // No recent writes, or no bound: nothing to judge, and no time counted.
+        next.baseline_high_since = None;
+        return;
+    };
+    if p99 <= bound {
+        next.baseline_high_since = None;
+        next.baseline_suspect = false;
+        return;
+    }
+    let since = *next.baseline_high_since.get_or_insert(now);
+    let lasted = now - since;
+    if lasted < policy.breach_for.as_secs_f64() || next.baseline_suspect {
+        return;
+    }
+    next.baseline_suspect = true;
+    // What it measures now, rounded up to a whole millisecond, as a starting point.
+    let measured = format!("{:.0}ms", (p99 * 1000.0).ceil());
+    notes.push(ctx.record(
+        DecisionEvent::BaselineSuspect,
+        format!(
+            "BASELINE looks too low: no recovery, yet {} has stayed above the bound {} ({} x baseline {}, {}) for {}; every recovery would start in breach and be throttled for it. Set a baseline measured without recovery with --enforcer.baseline: `learned` (the p99 of {} of writes without recovery), a number (without recovery it is about {measured} now), or `fio:FILE` (the write p99 of a fio report)",
+            ctx.p99(p99),
+            fmt_ms(bound),
+            policy.multiplier,
+            fmt_ms(baseline),
+            match &policy.baseline {
+                BaselineSpec::Fixed(_) => "the number --enforcer.baseline gives".to_string(),
+                BaselineSpec::Learned => "learned".to_string(),
+                BaselineSpec::Fio(_) => format!("from --enforcer.baseline {}", policy.baseline),
+            },
+            fmt_secs(lasted),
+            crate::units::fmt_window(policy.learn_window.as_secs_f64()),
+        ),
+    ));
+}
+
 fn check_applied(
     policy: &Policy,
     ctx: &Ctx<'_>,
@@ -949,12 +1019,18 @@ fn check_applied(
                 .map(|(osd, p)| format!("{osd} ({p})"))
                 .collect();
             if applied.not_taken.is_empty() {
+                let answered = ctx.obs.osd_profiles.len() as u64;
+                // "all 3 OSDs" of 4 needs saying why one is missing.
+                let of = match ctx.obs.osds {
+                    Some((n, up)) if answered < n => {
+                        format!(" ({n} in the cluster, {} down)", n.saturating_sub(up))
+                    }
+                    _ => String::new(),
+                };
+                let which = if of.is_empty() { "" } else { " that answered" };
                 notes.push(ctx.record(
                     DecisionEvent::Verified,
-                    format!(
-                        "VERIFIED: all {} OSDs run {profile}",
-                        ctx.obs.osd_profiles.len()
-                    ),
+                    format!("VERIFIED: all {answered} OSDs{which} run {profile}{of}"),
                 ));
             } else {
                 notes.push(ctx.record(DecisionEvent::NotTaken,
@@ -967,8 +1043,10 @@ fn check_applied(
             }
         }
     }
-    // Nothing was set in observe mode: there is no effect to measure.
+    // Nothing was set in observe mode: there is no effect to measure. Nor once the recovery
+    // ended: a judgement of its rung would no longer be true of anything.
     if applied.kind == ActionKind::Throttle
+        && ctx.obs.recovery_active()
         && !applied.simulated
         && applied.effective.is_none()
         && age >= policy.latency_window.as_secs_f64()
@@ -978,15 +1056,15 @@ fn check_applied(
             applied.effective = Some(helped);
             let msg = if helped {
                 format!(
-                    "{rung} helped: p99 {} <= bound {} after {}",
-                    fmt_ms(p99),
+                    "{rung} helped: {} <= bound {} after {}",
+                    ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age)
                 )
             } else {
                 format!(
-                    "{rung} had no effect: p99 still {} > bound {} after {}; {}",
-                    fmt_ms(p99),
+                    "{rung} had no effect: {} is still above the bound {} after {}; {}",
+                    ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age),
                     if rung.starts_with("rung 3") {

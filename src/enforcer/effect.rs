@@ -33,7 +33,14 @@ impl Action {
             return self.blind_line(true);
         }
         let Some(when) = self.lifecycle else {
-            let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+            if self.changes.is_empty() {
+                return format!(
+                    "{}: nothing to change, every setting is already as wanted: {}",
+                    self.kind.as_str(),
+                    self.reason
+                );
+            }
+            let changes: Vec<String> = self.changes.iter().map(describe_change).collect();
             return format!(
                 "{} {}: {}",
                 self.kind.as_str(),
@@ -50,7 +57,7 @@ impl Action {
     /// The BLIND line: why (the reason says how long and what is down), what went back, and
     /// what that means until the enforcer sees again. `done` false: observe mode, nothing was.
     pub fn blind_line(&self, done: bool) -> String {
-        let changes: Vec<String> = self.changes.iter().map(Change::describe).collect();
+        let changes: Vec<String> = self.changes.iter().map(describe_change).collect();
         let what = if changes.is_empty() {
             "every setting was already the operator's".to_string()
         } else if done {
@@ -86,6 +93,20 @@ impl Action {
             })
             .collect();
         each.join(", ")
+    }
+}
+
+/// One change for the log. A key whose value in the config database is already the one wanted
+/// is listed only when it still changes on the running OSDs (a recovery limit told to them).
+fn describe_change(c: &Change) -> String {
+    if c.from == c.to {
+        format!(
+            "{} unset on the running OSDs (the config database already has {})",
+            c.key,
+            c.to.as_deref().unwrap_or("it unset")
+        )
+    } else {
+        c.describe()
     }
 }
 

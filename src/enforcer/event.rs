@@ -67,12 +67,22 @@ decision_events! {
     /// (named, never touched).
     Unowned => "UNOWNED",
     Verified => "VERIFIED",
+    /// No recovery, yet client p99 above the bound for `for`: the baseline looks too low
+    /// (a warning: every recovery would start in breach).
+    BaselineSuspect => "BASELINE_SUSPECT",
     /// This instance took the lease: it acts from now on, from the state stored with it.
     LeaseAcquired => "LEASE_ACQUIRED",
     /// This instance stopped holding the lease (renew deadline, taken, released).
     LeaseLost => "LEASE_LOST",
     /// Another instance holds the lease; this one watches.
     Standby => "STANDBY",
+}
+
+impl DecisionEvent {
+    /// Events logged as warnings: something the operator must change, not a decision.
+    pub fn warns(event: &str) -> bool {
+        event == DecisionEvent::BaselineSuspect.as_str()
+    }
 }
 
 impl std::fmt::Display for DecisionEvent {

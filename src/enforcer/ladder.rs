@@ -26,6 +26,16 @@ pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
 /// A rung whose p99 is this much above the p99 that led to it made things worse.
 const WORSE: f64 = 1.2;
 
+/// Whether `key` is a recovery limit the enforcer holds and also told the running OSDs: going
+/// back unsets it there too, whatever the config database says already.
+pub(super) fn pushed_and_held(state: &EnforcerState, key: &str) -> bool {
+    [MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES].contains(&key)
+        && state
+            .applied
+            .as_ref()
+            .is_some_and(|a| a.values.contains_key(key))
+}
+
 /// Every key rung 2 may set, for reading the config database.
 pub fn rung2_keys() -> [&'static str; 4] {
     [
@@ -257,6 +267,7 @@ pub(super) fn end_pause(
     };
     let now = ctx.now;
     next.ladder.paused_seconds = ps.paused_so_far(now);
+    next.ladder.acted.remove(&3);
     if next.ladder.rung >= 3 {
         next.ladder.rung = if next
             .applied
@@ -270,13 +281,21 @@ pub(super) fn end_pause(
         next.ladder.since = now;
         next.ladder.below_since = None;
     }
+    // Once the recovery is over there is nothing to run unpaused, and "this recovery" is past.
+    let then = if next.recovery_active {
+        format!(
+            "recovery runs unpaused (paused {} in this recovery)",
+            fmt_secs(next.ladder.paused_seconds)
+        )
+    } else {
+        format!(
+            "paused {} in the recovery that ended",
+            fmt_secs(next.ladder.paused_seconds)
+        )
+    };
     notes.push(ctx.record(
         DecisionEvent::PauseEnded,
-        format!(
-            "{}PAUSE ended: {why}; recovery runs unpaused (paused {} in this recovery)",
-            observe_prefix(ctx.policy),
-            fmt_secs(next.ladder.paused_seconds)
-        ),
+        format!("{}PAUSE ended: {why}; {then}", observe_prefix(ctx.policy)),
     ));
 }
 
@@ -330,6 +349,7 @@ pub(super) fn climb(
                 now,
                 p99: obs.p99,
                 bound,
+                window: policy.latency_window.as_secs_f64(),
             },
         );
         match step.next {
@@ -434,8 +454,8 @@ pub(super) fn climb(
                     };
                     notes.push(ctx.record(DecisionEvent::LadderTop,
                         format!(
-                            "{name} left client p99 write {} > bound {} after {}; no stronger rung ({why}): holding it",
-                            fmt_ms(p99),
+                            "{name} left {} > bound {} after {}; no stronger rung ({why}): holding it",
+                            ctx.p99(p99),
                             fmt_ms(bound),
                             fmt_secs(held)
                         ),
@@ -448,8 +468,8 @@ pub(super) fn climb(
                     if next.noted.insert("pause_budget".into()) {
                         notes.push(ctx.record(DecisionEvent::LadderTop,
                             format!(
-                                "{name} left client p99 write {} > bound {}; the pause budget of {} per recovery is used up: holding {name}",
-                                fmt_ms(p99),
+                                "{name} left {} > bound {}; the pause budget of {} per recovery is used up: holding {name}",
+                                ctx.p99(p99),
                                 fmt_ms(bound),
                                 fmt_secs(lp.pause.max_total)
                             ),
@@ -466,8 +486,9 @@ pub(super) fn climb(
                         ActionKind::Escalate,
                         down_to_rung1(policy, state, obs),
                         format!(
-                            "{name} made client p99 write worse ({} after {}, {} when it was set; bound {}): taken back; escalating to {}",
+                            "{name} made client p99 write worse ({} over the last {} after {}, {} when it was set; bound {}): taken back; escalating to {}",
                             fmt_ms(p99),
+                            crate::units::fmt_window(policy.latency_window.as_secs_f64()),
                             fmt_secs(held),
                             fmt_ms(before),
                             fmt_ms(bound),
@@ -486,18 +507,21 @@ pub(super) fn climb(
                         now,
                         p99: Some(p99),
                         bound,
+                        window: policy.latency_window.as_secs_f64(),
                     },
                 );
                 next.ladder.rung = 3;
+                next.ladder.entered(3, now, Some(p99), false);
                 next.ladder.since = now;
                 next.ladder.below_since = None;
                 next.ladder.top = 3;
                 next.ladder.pause = first.next.or(Some(ps));
-                notes.push(ctx.record(DecisionEvent::Escalate,
+                notes.push(ctx.record(
+                    DecisionEvent::Escalate,
                     format!(
-                        "{}ESCALATE: {name} left client p99 write {} > bound {} after {}; escalating to {}",
+                        "{}ESCALATE: {name} left {} > bound {} after {}; escalating to {}",
                         observe_prefix(policy),
-                        fmt_ms(p99),
+                        ctx.p99(p99),
                         fmt_ms(bound),
                         fmt_secs(held),
                         rung_name(policy, q, 3, l.step, Some(lp.pause.start_share))
@@ -511,8 +535,8 @@ pub(super) fn climb(
                     ActionKind::Escalate,
                     changes_to(&values, obs),
                     format!(
-                        "{name} left client p99 write {} > bound {} after {}; escalating to {}",
-                        fmt_ms(p99),
+                        "{name} left {} > bound {} after {}; escalating to {}",
+                        ctx.p99(p99),
                         fmt_ms(bound),
                         fmt_secs(held),
                         rung_name(policy, q, rung, step, None)
@@ -531,8 +555,8 @@ pub(super) fn climb(
         }
         let (rung, step) = if l.step > 0 { (2, l.step - 1) } else { (1, 0) };
         let reason = format!(
-            "client p99 write {} below {:.0}% of the bound {} for {}; {name} -> {}",
-            fmt_ms(p99),
+            "{} below {:.0}% of the bound {} for {}; {name} -> {}",
+            ctx.p99(p99),
             lp.descend_below * 100.0,
             fmt_ms(bound),
             fmt_secs(now - below),

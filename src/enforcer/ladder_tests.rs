@@ -54,7 +54,7 @@ fn the_ladder_climbs_one_rung_at_a_time_each_judged_after_settle_in_numbers() {
     assert!(at.windows(2).all(|w| w[1] - w[0] == 300.0), "{at:?}");
     assert_eq!(
         actions[1].reason,
-        "rung 1 (high_client_ops) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 2 (custom profile, recovery limit 1000 IOPS per OSD)"
+        "rung 1 (high_client_ops) left client p99 write 350 ms over the last 5m > bound 32.0 ms after 5m0s; escalating to rung 2 (custom profile, recovery limit 1000 IOPS per OSD)"
     );
     // Rung 2 under mClock: a custom profile whose recovery limit binds, pushed to the OSDs too.
     let set: Vec<(String, Option<String>)> = actions[1]
@@ -97,7 +97,7 @@ fn the_ladder_climbs_one_rung_at_a_time_each_judged_after_settle_in_numbers() {
         .expect("escalate note");
     assert_eq!(
         esc.message,
-        "ESCALATE: rung 2 (custom profile, recovery limit 100 IOPS per OSD) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 3 (pause nobackfill+norecover 30% of each 60 s)"
+        "ESCALATE: rung 2 (custom profile, recovery limit 100 IOPS per OSD) left client p99 write 350 ms over the last 5m > bound 32.0 ms after 5m0s; escalating to rung 3 (pause nobackfill+norecover 30% of each 60 s)"
     );
 }
 
@@ -186,7 +186,7 @@ fn going_down_is_one_rung_at_a_time_below_the_lower_threshold() {
     );
     assert!(
         actions[2].reason.starts_with(
-        "client p99 write 10.0 ms below 70% of the bound 32.0 ms for 5m0s; rung 2 (custom profile, recovery limit 1000 IOPS per OSD) -> rung 1 (high_client_ops)"
+        "client p99 write 10.0 ms over the last 5m below 70% of the bound 32.0 ms for 5m0s; rung 2 (custom profile, recovery limit 1000 IOPS per OSD) -> rung 1 (high_client_ops)"
         ),
         "{}",
         actions[2].reason
@@ -368,7 +368,7 @@ fn wpq_steps_the_recovery_sleep() {
     );
     assert_eq!(
         actions[1].reason,
-        "rung 1 (osd_max_backfills=1, osd_recovery_sleep_hdd=0.1) left client p99 write 350 ms > bound 32.0 ms after 5m0s; escalating to rung 2 (osd_recovery_sleep 0.2 s, osd_recovery_max_active 1)"
+        "rung 1 (osd_max_backfills=1, osd_recovery_sleep_hdd=0.1) left client p99 write 350 ms over the last 5m > bound 32.0 ms after 5m0s; escalating to rung 2 (osd_recovery_sleep 0.2 s, osd_recovery_max_active 1)"
     );
     assert_eq!(
         sim.configured.get("osd_recovery_sleep"),
@@ -534,7 +534,7 @@ fn a_recovery_limit_that_made_p99_worse_is_taken_back_on_the_way_to_the_pause() 
         ]
     );
     assert!(
-        actions[0].reason.starts_with("rung 2 (custom profile, recovery limit 100 IOPS per OSD) made client p99 write worse (810 ms after 5m0s, 328 ms when it was set; bound 32.0 ms): taken back; escalating to rung 3"),
+        actions[0].reason.starts_with("rung 2 (custom profile, recovery limit 100 IOPS per OSD) made client p99 write worse (810 ms over the last 5m after 5m0s, 328 ms when it was set; bound 32.0 ms): taken back; escalating to rung 3"),
         "{}",
         actions[0].reason
     );
@@ -739,4 +739,109 @@ fn with_max_rung_2_a_refused_limit_holds_rung_1_and_says_so() {
         "{}",
         top[0]
     );
+}
+
+/// Issue 15: after a recovery limit was taken back, RESTORE lists only what still differs from
+/// the operator's (the profile), not the limit keys that are already unset (`(unset) -> (unset)`).
+#[test]
+fn restore_lists_only_the_keys_that_change() {
+    let mut p = policy();
+    p.ladder.recovery_limits = vec![100];
+    let mut sim = Sim::new(p);
+    sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60);
+    sim.run(&recovering(810.0), 5 * 60);
+    assert!(sim.state.ladder.limit_hurt, "the limit was taken back");
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_LIM), Some(&None));
+    let actions = sim.run(&finished(), 6 * 60);
+    let restore = actions
+        .iter()
+        .find(|a| a.kind == ActionKind::Restore)
+        .expect("a restore");
+    assert_eq!(
+        restore.changes,
+        vec![Change {
+            key: MCLOCK_PROFILE_KEY.into(),
+            from: Some("high_client_ops".into()),
+            to: Some("balanced".into())
+        }]
+    );
+    assert!(
+        restore.describe().starts_with(
+            "RESTORE osd_mclock_profile high_client_ops -> balanced: recovery finished"
+        ),
+        "{}",
+        restore.describe()
+    );
+    assert!(!restore.describe().contains("(unset) -> (unset)"));
+}
+
+/// Issue 15: once the recovery is over, no line says "in this recovery so far" or that
+/// recovery "runs unpaused".
+#[test]
+fn the_pause_is_not_said_to_go_on_after_the_recovery_ended() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    // Step until a slice is paused, so that the end of the recovery unsets the flags.
+    while !paused(&sim) {
+        sim.now += 15.0;
+        sim.step(recovering(350.0));
+    }
+    sim.state.flags_set = BTreeSet::from(["nobackfill".into(), "norecover".into()]);
+    sim.now += 15.0;
+    let obs = finished();
+    let d = decide(&sim.policy, &obs, &sim.state, sim.now);
+    let ended = d
+        .notes
+        .iter()
+        .find(|n| n.event == "PAUSE_ENDED")
+        .expect("PAUSE_ENDED");
+    assert!(
+        ended
+            .message
+            .starts_with("PAUSE ended: recovery finished; paused ")
+            && ended.message.ends_with(" in the recovery that ended"),
+        "{}",
+        ended.message
+    );
+    let unset = d
+        .effects
+        .iter()
+        .find(|p| matches!(p.effect, super::effect::Effect::UnsetFlags { .. }))
+        .expect("the flags come off");
+    let after = super::apply_outcome(
+        &sim.policy,
+        &obs,
+        d.next.clone(),
+        &unset.effect,
+        &super::effect::Outcome::Flags {
+            set: vec![],
+            unset: vec![("nobackfill".into(), Ok(())), ("norecover".into(), Ok(()))],
+        },
+        sim.now,
+    );
+    let line = &after.records[0].message;
+    assert!(
+        line.starts_with(
+            "UNPAUSE: ceph osd unset nobackfill, norecover: the pause has ended; paused "
+        ) && line.ends_with(" in the recovery that ended")
+            && !line.contains("so far"),
+        "{line}"
+    );
+}
+
+/// The rung in force keeps when it was entered and the p99 that led to it, for `status`.
+#[test]
+fn each_rung_in_force_remembers_when_and_on_which_p99_it_was_entered() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15);
+    let (rung, acted) = sim.state.ladder.in_force().expect("rung 1");
+    assert_eq!((rung, acted.p99_seconds), (1, Some(0.35)));
+    let throttled_at = acted.at;
+    sim.run(&recovering(400.0), 5 * 60);
+    let (rung, acted) = sim.state.ladder.in_force().expect("rung 2");
+    assert_eq!((rung, acted.p99_seconds), (2, Some(0.4)));
+    assert_eq!(acted.at, throttled_at + 300.0);
+    // Recovery over and restored: nothing in force.
+    sim.run(&finished(), 6 * 60);
+    assert_eq!(sim.state.ladder.in_force(), None);
 }

@@ -201,25 +201,35 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     }
 
     fn log(&self, r: &DecisionRecord) {
-        match self.log_style {
-            LogStyle::Text => tracing::info!(target: "decision", "{}", r.message),
-            LogStyle::Json => tracing::info!(
-                target: "decision",
-                mode = r.mode,
-                event = %r.event,
-                performed = r.performed,
-                changes = %serde_json::to_string(&r.changes).unwrap_or_default(),
-                p99_seconds = r.p99_seconds,
-                bound_seconds = r.bound_seconds,
-                baseline_seconds = r.baseline_seconds,
-                pgs_recovering = r.pgs_recovering,
-                pgs_undersized = r.pgs_undersized,
-                degraded_objects = r.degraded_objects,
-                misplaced_objects = r.misplaced_objects,
-                pools_at_min_size = %r.pools_at_min_size.join(","),
-                "{}",
-                r.message
-            ),
+        // A warning (the operator must change something) at warn level, the rest at info.
+        macro_rules! emit {
+            ($level:ident) => {
+                match self.log_style {
+                    LogStyle::Text => tracing::$level!(target: "decision", "{}", r.message),
+                    LogStyle::Json => tracing::$level!(
+                        target: "decision",
+                        mode = r.mode,
+                        event = %r.event,
+                        performed = r.performed,
+                        changes = %serde_json::to_string(&r.changes).unwrap_or_default(),
+                        p99_seconds = r.p99_seconds,
+                        bound_seconds = r.bound_seconds,
+                        baseline_seconds = r.baseline_seconds,
+                        pgs_recovering = r.pgs_recovering,
+                        pgs_undersized = r.pgs_undersized,
+                        degraded_objects = r.degraded_objects,
+                        misplaced_objects = r.misplaced_objects,
+                        pools_at_min_size = %r.pools_at_min_size.join(","),
+                        "{}",
+                        r.message
+                    ),
+                }
+            };
+        }
+        if DecisionEvent::warns(&r.event) {
+            emit!(warn);
+        } else {
+            emit!(info);
         }
         if let Ok(mut v) = self.shared.lock() {
             v.push_decision(r.clone());
@@ -321,10 +331,16 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
         }
-        obs.p99 = match self.window.increase() {
+        let window_p99 = match self.window.increase() {
             Ok(Some(inc)) => quantile(0.99, &inc),
             _ => None,
         };
+        (obs.p99, obs.p99_note) = observation::judged_p99(
+            window_p99,
+            self.window.newest_writes(),
+            self.interval,
+            self.policy.latency_window,
+        );
         if let Some(rx) = &self.external_p99 {
             let max_age = self.interval * 3;
             let problem = match &*rx.borrow() {
@@ -338,6 +354,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
                 Some(ExternalP99 { value: Ok(v), .. }) => {
                     obs.p99 = *v;
+                    obs.p99_note = v
+                        .is_none()
+                        .then(|| "no client writes in Prometheus' window".to_string());
                     None
                 }
             };
@@ -1057,8 +1076,13 @@ fn summarize(state: &EnforcerState) -> String {
     }
     if state.ladder.paused_seconds > 0.0 {
         parts.push(format!(
-            "paused {} in this recovery so far",
-            fmt_secs(state.ladder.paused_seconds)
+            "paused {} in {}",
+            fmt_secs(state.ladder.paused_seconds),
+            if state.recovery_active {
+                "this recovery so far"
+            } else {
+                "the last recovery"
+            }
         ));
     }
     if parts.is_empty() {

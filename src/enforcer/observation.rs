@@ -35,8 +35,11 @@ impl OpQueue {
 pub struct Observation {
     /// Why the observation must not be acted on (collector down, data too old).
     pub stale: Option<String>,
-    /// Cluster-wide client write p99 over the policy's latency window; None when no writes.
+    /// Cluster-wide client write p99 over the policy's latency window; None when no writes, or
+    /// none in the newest collection (see [`judged_p99`]).
     pub p99: Option<f64>,
+    /// Why there is no p99: "no client writes in the last 15s".
+    pub p99_note: Option<String>,
     pub baseline: Option<f64>,
     /// Why there is no baseline, or where it came from.
     pub baseline_note: Option<String>,
@@ -48,8 +51,10 @@ pub struct Observation {
     pub undersized_pgs: u64,
     pub pools_at_min_size: Vec<String>,
     pub op_queue: OpQueue,
-    /// The profile each OSD really runs.
+    /// The profile each OSD really runs (those that answered).
     pub osd_profiles: BTreeMap<String, String>,
+    /// (OSDs in the cluster, OSDs up), from `ceph status`, to say which OSDs did not answer.
+    pub osds: Option<(u64, u64)>,
     /// Values in the config database's `osd` section for the keys the enforcer may set (None = unset).
     pub configured: BTreeMap<String, Option<String>>,
     pub configured_known: bool,
@@ -116,6 +121,7 @@ impl Observation {
         Self {
             stale: None,
             p99: None,
+            p99_note: None,
             baseline: None,
             baseline_note: None,
             degraded_objects: 0,
@@ -126,6 +132,7 @@ impl Observation {
             pools_at_min_size: Vec::new(),
             op_queue: OpQueue::Mclock,
             osd_profiles: BTreeMap::new(),
+            osds: None,
             configured: BTreeMap::new(),
             configured_known: true,
             osd_flags: None,
@@ -136,6 +143,37 @@ impl Observation {
                 4,
             )]),
         }
+    }
+}
+
+/// The p99 the enforcer judges by. The window's p99 (`window_p99`) covers its whole length, so
+/// it still holds writes for minutes after clients stopped: a decision taken on it would act
+/// for writes that are over. Only when the newest collection had writes (`newest_writes`, over
+/// one `interval`) is it used; otherwise none, and why.
+pub fn judged_p99(
+    window_p99: Option<f64>,
+    newest_writes: Option<u64>,
+    interval: std::time::Duration,
+    window: std::time::Duration,
+) -> (Option<f64>, Option<String>) {
+    use crate::units::fmt_window;
+    match (window_p99, newest_writes) {
+        (None, _) => (
+            None,
+            Some(format!(
+                "no client writes in the last {}",
+                fmt_window(window.as_secs_f64())
+            )),
+        ),
+        (Some(_), Some(0)) => (
+            None,
+            Some(format!(
+                "no client writes in the last {}, only older ones in the last {}",
+                fmt_window(interval.as_secs_f64()),
+                fmt_window(window.as_secs_f64())
+            )),
+        ),
+        (Some(p), _) => (Some(p), None),
     }
 }
 
@@ -159,6 +197,7 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.recovery_rate = s.recovery_rate_delta;
         obs.pgs_recovering = counts.pgs_moving;
         obs.undersized_pgs = counts.undersized_pgs;
+        obs.osds = s.status.num_osds.zip(s.status.num_up_osds);
     }
     if let (Some(pools), Some(pgs)) = (
         snapshot.fresh(&snapshot.pools, now),
@@ -196,4 +235,31 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.stale = Some(stale.join("; "));
     }
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn no_p99_to_judge_by_once_the_writes_stop() {
+        let (i, w) = (Duration::from_secs(15), Duration::from_secs(300));
+        assert_eq!(
+            judged_p99(Some(0.0412), Some(2000), i, w),
+            (Some(0.0412), None)
+        );
+        // The window still holds writes from minutes ago; the newest collection none.
+        let (p99, note) = judged_p99(Some(0.0412), Some(0), i, w);
+        assert_eq!(p99, None);
+        assert_eq!(
+            note.as_deref(),
+            Some("no client writes in the last 15s, only older ones in the last 5m")
+        );
+        let (p99, note) = judged_p99(None, None, i, w);
+        assert_eq!(p99, None);
+        assert_eq!(note.as_deref(), Some("no client writes in the last 5m"));
+        // The first collection: nothing to compare yet, the window's p99 stands.
+        assert_eq!(judged_p99(Some(0.02), None, i, w), (Some(0.02), None));
+    }
 }

@@ -280,6 +280,9 @@ fn config_outcome(
         };
         let refused = result.as_ref().err().and_then(|e| e.refused.as_ref());
         track_refusal(&mut next, &worked, refused, ctx.now);
+        if result.is_ok() {
+            remember_why(&mut next, action, ctx.obs.p99, ctx.now);
+        }
     }
     let mut persist = None;
     if failed && policy.mode == Mode::Enforce {
@@ -295,6 +298,22 @@ fn config_outcome(
         took_anyway,
         persist,
         ..AfterEffect::new(next)
+    }
+}
+
+/// The rung an action put in force, with when and the p99 that led to it (for `status`'s
+/// "then and now"); going back to a rung keeps when it was first entered.
+fn remember_why(next: &mut EnforcerState, action: &Action, p99: Option<f64>, now: Time) {
+    match action.kind {
+        ActionKind::Throttle | ActionKind::Escalate | ActionKind::Descend => {
+            let rung = next.ladder.rung;
+            if rung >= 1 {
+                let keep = action.kind == ActionKind::Descend;
+                next.ladder.entered(rung, now, p99, keep);
+            }
+        }
+        // Suspend holds no rung; the operator's values back: nothing is in force.
+        _ => next.ladder.acted.clear(),
     }
 }
 
@@ -510,13 +529,17 @@ fn unpause_outcome(ctx: &Ctx<'_>, state: EnforcerState, outcome: &Outcome) -> Af
         } else {
             "the pause has ended".to_string()
         };
+        // "so far" only while the recovery goes on.
+        let paused = fmt_secs(after.next.ladder.paused_so_far(ctx.now));
+        let total = if after.next.recovery_active {
+            format!("paused {paused} in this recovery so far")
+        } else {
+            format!("paused {paused} in the recovery that ended")
+        };
         let rec = flag_record(
             ctx,
             DecisionEvent::Unpause,
-            format!(
-                "UNPAUSE: ceph osd unset {names}: {why}; paused {} in this recovery so far",
-                fmt_secs(after.next.ladder.paused_so_far(ctx.now))
-            ),
+            format!("UNPAUSE: ceph osd unset {names}: {why}; {total}"),
         );
         (DecisionEvent::Unpause, rec)
     } else {
@@ -894,6 +917,7 @@ mod tests {
                     now: t,
                     p99: Some(0.5),
                     bound,
+                    window: 60.0,
                 },
             )
             .next

@@ -74,9 +74,11 @@ pub struct PauseState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PauseInput {
     pub now: Time,
-    /// p99 over the last period, seconds; `None` when no write happened.
+    /// p99 over the enforcer's latency window, seconds; `None` when no recent write happened.
     pub p99: Option<f64>,
     pub bound: f64,
+    /// That window, seconds (named wherever the p99 is).
+    pub window: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +207,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
                 next: None,
                 note: Some(format!(
                     "pause no longer needed: p99 {} below {:.0}% of the bound {} with the pause down to 0%",
-                    fmt(input.p99),
+                    fmt_over(input.p99, input.window),
                     policy.lower * 100.0,
                     fmt(Some(input.bound))
                 )),
@@ -217,7 +219,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
                 before * 100.0,
                 next.share * 100.0,
                 policy.period,
-                fmt(input.p99),
+                fmt_over(input.p99, input.window),
                 fmt(Some(input.bound)),
                 if next.share >= policy.max_share {
                     " (at the maximum: recovery keeps progressing)"
@@ -259,6 +261,18 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     }
 }
 
+/// "200 ms over the last 5m": a p99 always with its window.
+fn fmt_over(s: Option<f64>, window: f64) -> String {
+    match s {
+        Some(v) => format!(
+            "{} over the last {}",
+            crate::units::fmt_ms(v),
+            crate::units::fmt_window(window)
+        ),
+        None => fmt(None),
+    }
+}
+
 fn fmt(s: Option<f64>) -> String {
     match s {
         Some(v) => crate::units::fmt_ms(v),
@@ -286,6 +300,7 @@ mod tests {
             now,
             p99: (!p99_ms.is_nan()).then_some(p99_ms / 1000.0),
             bound: BOUND,
+            window: 300.0,
         }
     }
 
@@ -335,8 +350,9 @@ mod tests {
         let (_, state, notes) = run(&pp(), 600, |_| 200.0);
         assert_eq!(state.unwrap().share, 0.8);
         assert!(
-            notes[0]
-                .starts_with("pause share 30% -> 40% of each 30 s: p99 200 ms vs bound 90.0 ms"),
+            notes[0].starts_with(
+                "pause share 30% -> 40% of each 30 s: p99 200 ms over the last 5m vs bound 90.0 ms"
+            ),
             "{notes:?}"
         );
         assert!(

@@ -159,6 +159,40 @@ pub struct LadderState {
     pub entered_p99: Option<f64>,
     /// The recovery limit made p99 worse in this recovery: it was taken back, and is skipped.
     pub limit_hurt: bool,
+    /// For each rung held now (1 throttle, 2 limit, 3 pause): when it was entered and the p99
+    /// that led to it, so that `status` shows "p99 then, p99 now" for what is in force.
+    pub acted: BTreeMap<u8, Acted>,
+}
+
+/// When the enforcer entered a rung, and the client p99 (over its latency window) that led to it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Acted {
+    pub at: Time,
+    pub p99_seconds: Option<f64>,
+}
+
+impl LadderState {
+    /// Records that rung `rung` was entered now on `p99` (`keep`: a rung gone back to keeps
+    /// the time and p99 it was first entered with); rungs above it are no longer held.
+    pub fn entered(&mut self, rung: u8, at: Time, p99: Option<f64>, keep: bool) {
+        self.acted.retain(|r, _| *r < rung);
+        let fresh = Acted {
+            at,
+            p99_seconds: p99,
+        };
+        if keep {
+            self.acted.entry(rung).or_insert(fresh);
+        } else {
+            self.acted.insert(rung, fresh);
+        }
+    }
+
+    /// The rung in force and when, with the p99 that led to it; `None` on rung 0.
+    pub fn in_force(&self) -> Option<(u8, Acted)> {
+        (self.rung >= 1)
+            .then(|| self.acted.get(&self.rung).map(|a| (self.rung, *a)))
+            .flatten()
+    }
 }
 
 impl LadderState {
@@ -209,6 +243,19 @@ pub struct EnforcerState {
     /// is counted and logged at debug level only, so the log stays readable. Not persisted.
     #[serde(skip)]
     pub logged_pause_share: Option<f64>,
+    /// Since when client p99 has been above the bound with no recovery running (fresh data,
+    /// recent writes). Not persisted: a restart judges again.
+    #[serde(skip)]
+    pub baseline_high_since: Option<Time>,
+    /// p99 stayed above the bound without recovery for `for`: the baseline looks too low.
+    /// Kept through a recovery (it cannot be judged then); cleared by a p99 within the bound
+    /// without recovery. Not persisted.
+    #[serde(skip)]
+    pub baseline_suspect: bool,
+    /// The action this cycle wanted and the change limits deferred, and until when. Set by
+    /// each decision afresh (not persisted).
+    #[serde(skip)]
+    pub deferred: Option<(ActionKind, Time)>,
 }
 
 #[derive(Debug, thiserror::Error)]

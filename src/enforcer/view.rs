@@ -27,8 +27,16 @@ pub struct EnforcerView {
     pub applied_simulated: bool,
     pub multiplier: f64,
     pub bound_seconds: Option<f64>,
+    /// Client write p99 over the last `p99_window_seconds`, as the enforcer judges it; `None`
+    /// with `p99_note` saying why (no recent writes).
     pub p99_seconds: Option<f64>,
+    pub p99_window_seconds: f64,
+    pub p99_note: Option<String>,
     pub breached: bool,
+    /// How long a breach must last before the enforcer acts (`for`).
+    pub breach_for_seconds: f64,
+    /// No recovery, yet p99 above the bound for `for`: the baseline looks too low.
+    pub baseline_suspect: bool,
     pub breach_seconds: f64,
     pub suspended: bool,
     pub suspend_reason: Option<String>,
@@ -54,6 +62,11 @@ pub struct EnforcerView {
     pub ladder_top: u8,
     /// "rung 2 (custom profile, recovery limit 300 IOPS per OSD)"
     pub ladder_rung_name: String,
+    /// The rung held now: when it was entered and the p99 that led to it.
+    pub action_since: Option<Time>,
+    pub action_p99_seconds: Option<f64>,
+    /// The rung held is the strongest the enforcer may use now (it said why: LADDER_TOP).
+    pub ladder_at_top: bool,
     /// Share of each pause period the pause rung pauses recovery (0 when not on rung 3).
     pub pause_share: f64,
     /// The enforcer's nobackfill/norecover are set now (in observe mode: would be).
@@ -80,6 +93,17 @@ pub struct EnforcerView {
     /// The last change Ceph refused for lack of a cephx capability, in words that say what to
     /// grant; until a command needing the same grant works.
     pub permission_denied: Option<String>,
+    /// Blind (observations stale or failing) since then; and when the operator's settings go
+    /// back if it stays so (`--enforcer.blind-restore-after`), while the enforcer holds any.
+    pub blind_since: Option<Time>,
+    pub blind_restore_at: Option<Time>,
+    /// The action the change limits defer this cycle (THROTTLE, SUSPEND, ...), and until when.
+    pub deferred: Option<(String, Time)>,
+    /// A failed action, and when it is tried again.
+    pub retry: Option<(String, Time)>,
+    /// When the recovery ended (while settling), and how long the enforcer waits to restore.
+    pub recovery_ended_at: Option<Time>,
+    pub settle_seconds: f64,
     pub decisions_total: BTreeMap<String, u64>,
     pub action_failures_total: u64,
     pub updated_at: Option<Time>,
@@ -98,7 +122,11 @@ impl EnforcerView {
             multiplier: policy.multiplier,
             bound_seconds: None,
             p99_seconds: None,
+            p99_window_seconds: policy.latency_window.as_secs_f64(),
+            p99_note: None,
             breached: false,
+            breach_for_seconds: policy.breach_for.as_secs_f64(),
+            baseline_suspect: false,
             breach_seconds: 0.0,
             suspended: false,
             suspend_reason: None,
@@ -120,6 +148,9 @@ impl EnforcerView {
             ladder_rung: 0,
             ladder_top: 0,
             ladder_rung_name: String::new(),
+            action_since: None,
+            action_p99_seconds: None,
+            ladder_at_top: false,
             pause_share: 0.0,
             paused: false,
             paused_seconds: 0.0,
@@ -132,6 +163,12 @@ impl EnforcerView {
             lease_error_reason: None,
             unowned: Vec::new(),
             permission_denied: None,
+            blind_since: None,
+            blind_restore_at: None,
+            deferred: None,
+            retry: None,
+            recovery_ended_at: None,
+            settle_seconds: policy.settle.as_secs_f64(),
             // Every event at 0 from the start, so that `increase()` sees the first.
             decisions_total: DecisionEvent::ALL
                 .iter()
@@ -195,6 +232,11 @@ impl EnforcerView {
                 )
             )
         });
+        let in_force = state.ladder.in_force();
+        self.action_since = in_force.map(|(_, a)| a.at);
+        self.action_p99_seconds = in_force.and_then(|(_, a)| a.p99_seconds);
+        self.baseline_suspect = state.baseline_suspect;
+        self.recovery_ended_at = state.recovery_ended_at;
     }
 
     /// The settings found without a record, from what a cycle read (`obs`) and the state the
@@ -213,6 +255,25 @@ impl EnforcerView {
             .flatten();
         self.bound_seconds = obs.baseline.map(|b| b * policy.multiplier);
         self.p99_seconds = obs.p99;
+        self.p99_window_seconds = policy.latency_window.as_secs_f64();
+        self.p99_note = obs.p99_note.clone();
+        self.breach_for_seconds = policy.breach_for.as_secs_f64();
+        self.settle_seconds = policy.settle.as_secs_f64();
+        self.blind_since = state.blind_since;
+        self.blind_restore_at = state
+            .blind_since
+            .filter(|_| !state.original.is_empty() && !state.overridden)
+            .map(|t| t + policy.blind_restore_after.as_secs_f64());
+        self.deferred = state
+            .deferred
+            .map(|(kind, until)| (kind.as_str().to_string(), until));
+        self.retry = state
+            .retry
+            .as_ref()
+            .map(|r| (r.kind.as_str().to_string(), r.next_at));
+        self.ladder_at_top = state.noted.iter().any(|n| {
+            n == "pause_budget" || *n == format!("top:{}:{}", state.ladder.rung, state.ladder.step)
+        });
         self.breached = state.breach_since.is_some();
         self.breach_seconds = state.breach_since.map_or(0.0, |t| (now - t).max(0.0));
         self.suspended = state.phase == Phase::Suspended;

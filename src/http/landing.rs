@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::headline::Headline;
 use crate::enforcer::state::Phase;
 use crate::enforcer::EnforcerView;
 
@@ -19,12 +20,13 @@ const RUNBOOK_TEXT: &str = include_str!("../../docs/runbook.md");
 
 /// Every alert of alerts/ceph-recovery-budget.alerts.yml, in the file's order; each has a
 /// `## <name>` section in the runbook (a test checks both).
-pub const ALERTS: [&str; 10] = [
+pub const ALERTS: [&str; 11] = [
     "RecoveryLatencyBudgetExceeded",
     "RecoveryLatencyBudgetSuspended",
     "RecoveryBudgetCollectorDown",
     "RecoveryBudgetEnforcerHolding",
     "RecoveryBudgetNoEnforcerActs",
+    "RecoveryBudgetBaselineSuspect",
     "RecoveryPausedByEnforcerTooLong",
     "RecoveryPauseFlagStuck",
     "CephRecoveryStalled",
@@ -65,6 +67,8 @@ pub struct CollectorRow {
 pub struct Page {
     pub version: String,
     pub telemetry_path: String,
+    /// What is happening and what to do, shown first.
+    pub headline: Option<Headline>,
     pub lines: Vec<String>,
     pub situations: Vec<Situation>,
     pub collectors: Vec<CollectorRow>,
@@ -153,6 +157,15 @@ pub fn situations(view: Option<&EnforcerView>, collectors_down: &[String]) -> Ve
             ),
         });
     }
+    if v.baseline_suspect {
+        out.push(Situation {
+            alert: "RecoveryBudgetBaselineSuspect",
+            why: format!(
+                "without recovery, client p99 has stayed above the bound for {} or more: the baseline looks too low",
+                crate::units::fmt_secs(v.breach_for_seconds)
+            ),
+        });
+    }
     // Recovery to do but none happening, and not because of our own pause.
     if v.recovery_active && !v.paused && v.recovery_objects_per_second == Some(0.0) {
         out.push(Situation {
@@ -189,7 +202,9 @@ pre{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:4px;padding:.8em;w
 .act{background:#fff4e5;border-left:4px solid #e65100}\
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-align:top}\
 th{background:#f6f8fa}.down{color:#b71c1c;font-weight:bold}ul.alerts{columns:2;margin:.2em 0}\
-footer{color:#666;font-size:.85em;margin-top:1.5em}";
+footer{color:#666;font-size:.85em;margin-top:1.5em}\
+.headline{background:#eef3fd;border-left:4px solid #0b57d0;border-radius:4px;padding:.5em .9em;margin:.8em 0}\
+.headline p{margin:.3em 0}.headline .what{font-size:1.1em}";
 
 /// The whole page. Everything that comes from the cluster or the enforcer is escaped.
 pub fn render(page: &Page) -> String {
@@ -207,6 +222,19 @@ pub fn render(page: &Page) -> String {
          <a href=\"-/healthy\">/-/healthy</a><a href=\"-/ready\">/-/ready</a></nav>\n",
         version = escape(&page.version),
     ));
+
+    if let Some(h) = &page.headline {
+        let section = h
+            .runbook
+            .as_deref()
+            .map(|a| format!(" <a href=\"{}\">Runbook: {}</a>", runbook_url(a), escape(a)))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "<div class=\"headline\"><p class=\"what\">{}</p><p class=\"todo\"><b>Do:</b> {}{section}</p></div>\n",
+            escape(&h.what),
+            escape(&h.todo),
+        ));
+    }
 
     s.push_str("<h2>What to read in the runbook now</h2>\n");
     if page.situations.is_empty() {
@@ -333,6 +361,7 @@ mod tests {
         Page {
             version: "0.1.0".into(),
             telemetry_path: "/metrics".into(),
+            headline: None,
             lines: vec![
                 "enforcer: enforce mode, state THROTTLED".into(),
                 "recovery: 0 degraded + 4210 misplaced objects".into(),
@@ -489,6 +518,34 @@ mod tests {
                 assert!(ALERTS.contains(&sit.alert), "{}", sit.alert);
             }
         }
+    }
+
+    #[test]
+    fn the_page_opens_with_what_is_happening_and_what_to_do() {
+        let mut p = page(vec![]);
+        p.headline = Some(Headline {
+            case: crate::http::headline::Case::OsdsDownNotOut,
+            what: "osd.2 is down but still in since 13:26:35Z (16s ago): <b>x</b>.".into(),
+            todo: "Bring osd.2 back.".into(),
+            runbook: Some("RecoveryLatencyBudgetSuspended".into()),
+        });
+        let html = render(&p);
+        let head = html.find("<div class=\"headline\">").expect("the headline");
+        assert!(
+            head < html.find("What to read in the runbook now").unwrap_or(0),
+            "first: {html}"
+        );
+        assert!(html.contains("<p class=\"what\">osd.2 is down but still in since 13:26:35Z (16s ago): &lt;b&gt;x&lt;/b&gt;.</p>"), "{html}");
+        assert!(html.contains("<p class=\"todo\"><b>Do:</b> Bring osd.2 back. <a href=\"docs/runbook.md#recoverylatencybudgetsuspended\">Runbook: RecoveryLatencyBudgetSuspended</a></p>"), "{html}");
+    }
+
+    #[test]
+    fn a_suspect_baseline_links_its_section() {
+        let mut v = view();
+        v.baseline_suspect = true;
+        let s = situations(Some(&v), &[]);
+        assert_eq!(alerts(&s), ["RecoveryBudgetBaselineSuspect"]);
+        assert!(s[0].why.contains("the baseline looks too low"), "{s:?}");
     }
 
     #[test]

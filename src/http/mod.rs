@@ -2,6 +2,7 @@
 //! waits on Ceph.
 
 pub mod auth;
+pub mod headline;
 pub mod landing;
 pub mod limits;
 pub mod report;
@@ -185,7 +186,8 @@ async fn landing(State(state): State<AppState>) -> Html<String> {
     Html(landing::render(&landing::Page {
         version: rep.version.clone(),
         telemetry_path: state.telemetry_path.clone(),
-        lines: rep.lines(),
+        headline: rep.headline.clone(),
+        lines: rep.detail_lines(),
         situations: landing::situations(view.as_ref(), &rep.collectors_down),
         collectors,
         cycle: snapshot.cycle,

@@ -4,23 +4,41 @@
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::headline::{self, Facts, Headline};
 use crate::collect::safety::pool_safety;
 use crate::collect::Snapshot;
-use crate::enforcer::EnforcerView;
-use crate::units::{fmt_ms, fmt_secs};
+use crate::enforcer::{EnforcerView, Time};
+use crate::units::{fmt_ms, fmt_secs, fmt_window};
 
+/// Missing fields read as empty: `status` may ask an exporter of another version.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct StatusReport {
     pub version: String,
+    /// What is happening and what to do, one sentence each: what on-call reads first.
+    pub headline: Option<Headline>,
     pub health: Option<String>,
     pub degraded_objects: Option<u64>,
     pub misplaced_objects: Option<u64>,
+    /// Over the recovery window, from the recovery's start (see `recovery_rate_span_seconds`).
     pub recovery_objects_per_second: Option<f64>,
+    /// Ceph's own rate now.
     pub recovery_objects_per_second_ceph: Option<f64>,
+    /// Ceph's own rate averaged over the same time as `recovery_objects_per_second`.
+    pub recovery_objects_per_second_ceph_window: Option<f64>,
+    pub recovery_rate_span_seconds: Option<f64>,
+    /// (OSDs, up, in).
+    pub osds: Option<(u64, u64, u64)>,
+    /// OSDs down but still in, by id, when the OSD map was read; the count is `osds_down_in`.
+    pub osds_down_in_ids: Vec<u32>,
+    pub osds_down_in: u64,
+    pub noout: bool,
     pub pgs_total: Option<u64>,
     pub pgs_undersized: Option<u64>,
     pub pools_at_min_size: Vec<String>,
     pub write_latency_seconds: Vec<(f64, f64)>,
+    /// The window those quantiles cover, seconds.
+    pub write_latency_window_seconds: Option<f64>,
     pub mclock_profiles: Vec<(String, String)>,
     pub collectors_down: Vec<String>,
     pub enforcer: Option<serde_json::Value>,
@@ -28,16 +46,66 @@ pub struct StatusReport {
 
 impl StatusReport {
     pub fn build(snapshot: &Snapshot, view: Option<EnforcerView>, now: Instant) -> Self {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        Self::build_at(snapshot, view, now, wall)
+    }
+
+    /// [`Self::build`] at wall-clock time `wall` (Unix seconds).
+    pub fn build_at(
+        snapshot: &Snapshot,
+        view: Option<EnforcerView>,
+        now: Instant,
+        wall: Time,
+    ) -> Self {
         let mut r = StatusReport {
             version: env!("CARGO_PKG_VERSION").to_string(),
             ..Default::default()
         };
-        if let Some(s) = snapshot.fresh(&snapshot.status, now) {
+        let safety = match (
+            snapshot.fresh(&snapshot.pools, now),
+            snapshot.fresh(&snapshot.undersized_pgs, now),
+        ) {
+            (Some(pools), Some(pgs)) => Some(pool_safety(pools, pgs)),
+            _ => None,
+        };
+        let status = snapshot.fresh(&snapshot.status, now);
+        let cluster = match status {
+            Some(s) => Ok(headline::Cluster::from_parts(
+                &s.status,
+                s.recovery_rates,
+                s.down_in.clone(),
+                safety.clone(),
+            )),
+            None => Err(snapshot
+                .collectors
+                .iter()
+                .find(|h| h.name == crate::collect::CollectorName::Status)
+                .and_then(|h| snapshot.why_down(h, now))
+                .unwrap_or_else(|| "the status collector does not run".to_string())),
+        };
+        if let Some(s) = status {
             r.health = s.status.health.clone();
             r.degraded_objects = Some(s.status.degraded_objects);
             r.misplaced_objects = Some(s.status.misplaced_objects);
-            r.recovery_objects_per_second = s.recovery_rate_delta;
+            r.recovery_objects_per_second = s.recovery_rates.map(|w| w.ours);
             r.recovery_objects_per_second_ceph = Some(s.status.recovering_objects_per_sec);
+            r.recovery_objects_per_second_ceph_window = s.recovery_rates.map(|w| w.ceph);
+            r.recovery_rate_span_seconds = s.recovery_rates.map(|w| w.span.as_secs_f64());
+            if let (Some(n), Some(up), Some(inn)) = (
+                s.status.num_osds,
+                s.status.num_up_osds,
+                s.status.num_in_osds,
+            ) {
+                r.osds = Some((n, up, inn));
+            }
+            r.osds_down_in = s.status.osds_down_in();
+            if let Some(Ok(d)) = &s.down_in {
+                r.osds_down_in_ids = d.osds.clone();
+                r.noout = d.noout;
+            }
+            r.noout |= s.status.osdmap_flags().iter().any(|f| f == "noout");
             r.pgs_total = Some(s.status.num_pgs);
             r.pgs_undersized = Some(
                 s.status
@@ -47,11 +115,8 @@ impl StatusReport {
                     .unwrap_or(0),
             );
         }
-        if let (Some(pools), Some(pgs)) = (
-            snapshot.fresh(&snapshot.pools, now),
-            snapshot.fresh(&snapshot.undersized_pgs, now),
-        ) {
-            r.pools_at_min_size = pool_safety(pools, pgs)
+        if let Some(safety) = safety {
+            r.pools_at_min_size = safety
                 .into_iter()
                 .filter(|p| p.at_min_size())
                 .map(|p| p.pool.name)
@@ -59,7 +124,22 @@ impl StatusReport {
         }
         if let Some(l) = snapshot.fresh(&snapshot.latency, now) {
             r.write_latency_seconds = l.quantiles.clone();
+            r.write_latency_window_seconds =
+                Some(l.window_span.min(l.window).as_secs_f64()).filter(|w| *w > 0.0);
         }
+        let exporter_p99 = r
+            .write_latency_seconds
+            .iter()
+            .find(|(q, _)| (*q - 0.99).abs() < 1e-9)
+            .map(|(_, v)| *v)
+            .zip(r.write_latency_window_seconds);
+        r.headline = Some(headline::headline(&Facts {
+            now: wall,
+            interval: snapshot.interval.as_secs_f64(),
+            cluster,
+            exporter_p99,
+            enforcer: view.as_ref(),
+        }));
         if let Some(s) = snapshot.fresh(&snapshot.schedulers, now) {
             r.mclock_profiles = s
                 .iter()
@@ -84,8 +164,24 @@ impl StatusReport {
         r
     }
 
-    /// A few plain lines, for a terminal at 3 a.m.
+    /// A few plain lines, for a terminal at 3 a.m.: what is happening and what to do, then
+    /// the details.
     pub fn lines(&self) -> Vec<String> {
+        let mut out = self.headline_lines();
+        out.extend(self.detail_lines());
+        out
+    }
+
+    /// The two sentences, as `status` prints them.
+    pub fn headline_lines(&self) -> Vec<String> {
+        match &self.headline {
+            Some(h) => vec![format!("NOW: {}", h.what), format!("DO: {}", h.todo)],
+            None => Vec::new(),
+        }
+    }
+
+    /// Everything after the two sentences (the landing page shows those apart).
+    pub fn detail_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         let e = self.enforcer.as_ref();
         let get_f = |k: &str| e.and_then(|v| v.get(k)).and_then(|x| x.as_f64());
@@ -121,9 +217,15 @@ impl StatusReport {
             });
         }
         if e.is_some() {
-            let p99 = get_f("p99_seconds")
-                .map(fmt_ms)
-                .unwrap_or_else(|| "no writes".into());
+            // Every p99 names its window.
+            let window = get_f("p99_window_seconds").map(fmt_window);
+            let p99 = match (get_f("p99_seconds"), &window) {
+                (Some(p), Some(w)) => format!("{} over the last {w}", fmt_ms(p)),
+                (Some(p), None) => fmt_ms(p),
+                (None, _) => {
+                    get_s("p99_note").map_or_else(|| "no writes".into(), |n| format!("none ({n})"))
+                }
+            };
             let mult = get_f("multiplier").unwrap_or(2.0);
             let breach = get_f("breach_seconds")
                 .filter(|s| *s > 0.0)
@@ -139,26 +241,65 @@ impl StatusReport {
                 ),
             };
             out.push(format!("latency: client p99 write {p99}, {bound}{breach}"));
+            if let Some(when) = in_force_line(e) {
+                out.push(format!("acting: {when}"));
+            }
+            if e.and_then(|v| v.get("baseline_suspect"))
+                .and_then(|b| b.as_bool())
+                == Some(true)
+            {
+                out.push(format!(
+                    "baseline: LOOKS TOO LOW: without recovery p99 has stayed above the bound for {} or more; set --enforcer.baseline (learned, a number, or fio:FILE)",
+                    fmt_secs(get_f("breach_for_seconds").unwrap_or(900.0))
+                ));
+            }
         } else if let Some((_, p99)) = self
             .write_latency_seconds
             .iter()
             .find(|(q, _)| (*q - 0.99).abs() < 1e-9)
         {
-            out.push(format!("latency: client p99 write {}", fmt_ms(*p99)));
+            let window = self
+                .write_latency_window_seconds
+                .map(|w| format!(" over the last {}", fmt_window(w)))
+                .unwrap_or_default();
+            out.push(format!(
+                "latency: client p99 write {}{window}",
+                fmt_ms(*p99)
+            ));
         }
         match (self.degraded_objects, self.misplaced_objects) {
             (Some(d), Some(m)) if d + m > 0 => {
                 let ceph = self.recovery_objects_per_second_ceph.unwrap_or(0.0);
+                // Ours and Ceph's over the same time, so that they can be compared.
+                let over = self
+                    .recovery_rate_span_seconds
+                    .map(|s| format!(" over the last {}", fmt_window(s)))
+                    .unwrap_or_default();
+                let ceph_same = self
+                    .recovery_objects_per_second_ceph_window
+                    .map(|c| format!("Ceph: {c:.0} obj/s over the same time, {ceph:.0} now"))
+                    .unwrap_or_else(|| format!("Ceph says {ceph:.0} obj/s"));
+                let share = get_f("pause_share").filter(|s| *s > 0.0 && *s < 1.0);
                 let rate = match self.recovery_objects_per_second {
-                    Some(r) if r > 0.0 => format!(
-                        "{r:.0} obj/s, about {} to finish at this rate",
-                        fmt_secs((d + m) as f64 / r)
-                    ),
-                    Some(_) => "no progress over the recovery window".to_string(),
-                    None => "rate not measured yet".to_string(),
+                    Some(r) if r > 0.0 => {
+                        let eta = (d + m) as f64 / r;
+                        let pause = share
+                            .map(|s| format!(
+                                "; the rate includes the enforcer's pause ({:.0}% of the time): about {} if it stopped pausing",
+                                s * 100.0,
+                                fmt_secs(eta * (1.0 - s))
+                            ))
+                            .unwrap_or_default();
+                        format!(
+                            "{r:.0} obj/s{over} ({ceph_same}), about {} to finish at this rate{pause}",
+                            fmt_secs(eta)
+                        )
+                    }
+                    Some(_) => format!("no progress{over} ({ceph_same})"),
+                    None => format!("rate not measured yet ({ceph_same})"),
                 };
                 out.push(format!(
-                    "recovery: {d} degraded + {m} misplaced objects, {rate} (Ceph says {ceph:.0} obj/s)"
+                    "recovery: {d} degraded + {m} misplaced objects, {rate}"
                 ));
             }
             (Some(_), Some(_)) => {
@@ -172,8 +313,30 @@ impl StatusReport {
             } else {
                 self.pools_at_min_size.join(", ")
             };
+            let osds = match self.osds {
+                Some((n, up, inn)) if self.osds_down_in > 0 => {
+                    let which = if self.osds_down_in_ids.is_empty() {
+                        format!("{} down but in", self.osds_down_in)
+                    } else {
+                        let ids: Vec<String> = self
+                            .osds_down_in_ids
+                            .iter()
+                            .map(|i| format!("osd.{i}"))
+                            .collect();
+                        format!("{} down but in", ids.join(", "))
+                    };
+                    format!(
+                        "; OSDs: {up} of {n} up, {inn} in ({which}{})",
+                        if self.noout { ", noout set" } else { "" }
+                    )
+                }
+                Some((n, up, inn)) if up < n || inn < n => {
+                    format!("; OSDs: {up} of {n} up, {inn} in")
+                }
+                _ => String::new(),
+            };
             out.push(format!(
-                "redundancy: {u} PGs undersized; pools at min_size: {pools}"
+                "redundancy: {u} PGs undersized; pools at min_size: {pools}{osds}"
             ));
         }
         let mut profiles: Vec<&str> = self
@@ -214,8 +377,17 @@ impl StatusReport {
                 .and_then(|v| v.get("ladder_rung_name"))
                 .and_then(|n| n.as_str())
                 .unwrap_or("");
+            let during = if e
+                .and_then(|v| v.get("recovery_active"))
+                .and_then(|b| b.as_bool())
+                .unwrap_or(true)
+            {
+                "this recovery"
+            } else {
+                "the last recovery"
+            };
             out.push(format!(
-                "ladder: {}{}, paused {} in this recovery",
+                "ladder: {}{}, paused {} in {during}",
                 if name.is_empty() {
                     format!("rung {rung}")
                 } else {
@@ -294,6 +466,21 @@ impl StatusReport {
     }
 }
 
+/// "acting: rung 1 (high_client_ops) since 02:35:10Z (12m0s ago), entered at client p99 write
+/// 38.2 ms over the last 5m; 33.0 ms now: better", from the view as served.
+fn in_force_line(e: Option<&serde_json::Value>) -> Option<String> {
+    let e = e?;
+    let f = |k: &str| e.get(k).and_then(serde_json::Value::as_f64);
+    Some(headline::in_force_text(&headline::InForce {
+        name: e.get("ladder_rung_name")?.as_str()?,
+        since: f("action_since")?,
+        then: f("action_p99_seconds"),
+        now_p99: f("p99_seconds"),
+        window: f("p99_window_seconds").unwrap_or(0.0),
+        now: f("updated_at")?,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +527,72 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("no record"), "{text}");
+    }
+
+    #[test]
+    fn status_opens_with_now_and_do_and_every_p99_names_its_window() {
+        let r = StatusReport {
+            headline: Some(Headline {
+                case: headline::Case::EnforcerActing,
+                what: "Recovery is running.".into(),
+                todo: "Nothing to do.".into(),
+                runbook: None,
+            }),
+            degraded_objects: Some(0),
+            misplaced_objects: Some(6001),
+            recovery_objects_per_second: Some(100.0),
+            recovery_objects_per_second_ceph: Some(0.0),
+            recovery_objects_per_second_ceph_window: Some(96.0),
+            recovery_rate_span_seconds: Some(300.0),
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
+                "p99_seconds": 0.0205, "p99_window_seconds": 60.0,
+                "bound_seconds": 0.032, "baseline_seconds": 0.016,
+                "ladder_rung": 3, "ladder_rung_name": "rung 3 (pause nobackfill+norecover 40% of each 60 s)",
+                "pause_share": 0.4, "paused": false, "paused_seconds": 95.0, "recovery_active": true,
+                "action_since": 1.8e9, "action_p99_seconds": 0.0412, "updated_at": 1.8e9 + 720.0,
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let lines = r.lines();
+        assert_eq!(lines[0], "NOW: Recovery is running.");
+        assert_eq!(lines[1], "DO: Nothing to do.");
+        let text = lines.join("\n");
+        assert!(
+            text.contains("latency: client p99 write 20.5 ms over the last 1m, bound 32.0 ms"),
+            "{text}"
+        );
+        // The rung in force with the p99 that led to it and the p99 now, better or worse said.
+        assert!(text.contains("acting: rung 3 (pause nobackfill+norecover 40% of each 60 s) since 08:00:00Z (12m0s ago), entered at client p99 write 41.2 ms over the last 1m; 20.5 ms now: better"), "{text}");
+        // Our rate next to Ceph's over the same time (Ceph's 0 now is a pause slice), and the
+        // time to finish with the pause counted.
+        assert!(text.contains("recovery: 0 degraded + 6001 misplaced objects, 100 obj/s over the last 5m (Ceph: 96 obj/s over the same time, 0 now), about 1m0s to finish at this rate; the rate includes the enforcer's pause (40% of the time): about 36s if it stopped pausing"), "{text}");
+        assert!(text.contains("paused 1m35s in this recovery"), "{text}");
+        // The landing page shows the two sentences apart.
+        assert_eq!(r.detail_lines().len() + 2, lines.len());
+    }
+
+    #[test]
+    fn after_the_recovery_no_line_says_it_goes_on() {
+        let r = StatusReport {
+            degraded_objects: Some(0),
+            misplaced_objects: Some(0),
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "settling", "multiplier": 2.0,
+                "ladder_rung": 1, "ladder_rung_name": "rung 1 (high_client_ops)",
+                "paused_seconds": 95.0, "recovery_active": false,
+                "baseline_suspect": true, "breach_for_seconds": 900.0,
+                "p99_note": "no client writes in the last 15s, only older ones in the last 5m",
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(text.contains("paused 1m35s in the last recovery"), "{text}");
+        assert!(!text.contains("in this recovery"), "{text}");
+        assert!(text.contains("latency: client p99 write none (no client writes in the last 15s, only older ones in the last 5m), no bound yet"), "{text}");
+        assert!(text.contains("baseline: LOOKS TOO LOW: without recovery p99 has stayed above the bound for 15m0s or more"), "{text}");
     }
 
     #[test]

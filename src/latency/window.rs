@@ -79,6 +79,26 @@ impl LatencyWindow {
         Ok(sum)
     }
 
+    /// Writes in the newest collection: per OSD sampled then, its count since its previous
+    /// sample (a restarted OSD's counters start again from 0: its count then is all new),
+    /// summed. `None` when no OSD sampled in the newest collection has an earlier sample. A
+    /// window can hold writes while none of them is recent: their p99 describes writes that
+    /// have stopped, not what clients see now.
+    pub fn newest_writes(&self) -> Option<u64> {
+        let newest = self.newest?;
+        let mut sum = None;
+        for samples in self.osds.values() {
+            let n = samples.len();
+            if n < 2 || samples[n - 1].0 != newest {
+                continue;
+            }
+            let (last, prev) = (samples[n - 1].1.total(), samples[n - 2].1.total());
+            let new = if last >= prev { last - prev } else { last };
+            sum = Some(sum.unwrap_or(0u64).saturating_add(new));
+        }
+        sum
+    }
+
     /// Covered span: newest minus oldest sample time over all OSDs (zero when empty), so callers
     /// can tell a half-filled window. Once full it is about `window` plus up to one collection
     /// interval (the base sample lies at or before the window start).
@@ -205,6 +225,33 @@ mod tests {
         w.push(t0 + secs(15), sample(&b, &[("osd.0", &[4, 1])]));
         assert_eq!(w.span(), secs(15));
         assert_eq!(w.increase().unwrap().unwrap().counts, vec![4, 1]);
+    }
+
+    #[test]
+    fn writes_in_the_newest_collection() {
+        let b = ceph_bounds(2);
+        let t0 = Instant::now();
+        let mut w = LatencyWindow::new(secs(300));
+        w.push(t0, sample(&b, &[("osd.0", &[10, 0]), ("osd.1", &[5, 0])]));
+        assert_eq!(w.newest_writes(), None, "one sample: nothing to compare");
+        w.push(
+            t0 + secs(15),
+            sample(&b, &[("osd.0", &[30, 2]), ("osd.1", &[5, 0])]),
+        );
+        assert_eq!(w.newest_writes(), Some(22));
+        // Writes stopped: the window still holds 22, the newest collection none.
+        w.push(
+            t0 + secs(30),
+            sample(&b, &[("osd.0", &[30, 2]), ("osd.1", &[5, 0])]),
+        );
+        assert_eq!(w.newest_writes(), Some(0));
+        assert_eq!(w.increase().unwrap().unwrap().total(), 22);
+        // osd.1 restarted (counters from 0) with 3 writes since.
+        w.push(
+            t0 + secs(45),
+            sample(&b, &[("osd.0", &[30, 2]), ("osd.1", &[3, 0])]),
+        );
+        assert_eq!(w.newest_writes(), Some(3));
     }
 
     #[test]

@@ -219,13 +219,18 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     for (name, help, value) in [
         ("ceph_recovery_budget_baseline_seconds", "Client p99 write latency without recovery that the bound is based on.", v.baseline_seconds),
         ("ceph_recovery_budget_bound_seconds", "Client p99 write latency allowed during recovery (multiplier x baseline).", v.bound_seconds),
-        ("ceph_recovery_budget_p99_seconds", "Cluster-wide client p99 write latency over the enforcer's latency window, as the enforcer judges it.", v.p99_seconds),
+        ("ceph_recovery_budget_p99_seconds", "Cluster-wide client p99 write latency over the enforcer's latency window, as the enforcer judges it; absent when the newest collection saw no client write.", v.p99_seconds),
     ] {
         enc.family(&gauge(name, help));
         if let Some(x) = value {
             enc.sample(&[], x);
         }
     }
+    enc.family(&gauge(
+        "ceph_recovery_budget_baseline_suspect",
+        "1 when, with no recovery running, client p99 write has stayed above the bound for the breach duration (`for`): the baseline looks too low (see the decision log's BASELINE_SUSPECT line).",
+    ));
+    enc.sample(&[], flag(v.baseline_suspect));
     enc.family(&gauge(
         "ceph_recovery_budget_breached",
         "1 while client p99 is above the bound during recovery (bound not suspended).",

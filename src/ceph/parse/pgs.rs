@@ -94,6 +94,13 @@ impl UndersizedPgs {
             .get(&pool)
             .map_or(0, |m| m.range(..=members).map(|(_, n)| n).sum())
     }
+
+    /// The fewest live members in the acting set of any undersized PG of `pool`.
+    pub fn fewest(&self, pool: u64) -> Option<usize> {
+        self.by_pool
+            .get(&pool)
+            .and_then(|m| m.iter().find(|(_, n)| **n > 0).map(|(k, _)| *k))
+    }
 }
 
 /// Every PG of the listing.

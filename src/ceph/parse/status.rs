@@ -42,6 +42,20 @@ pub struct ClusterStatus {
     pub num_osds: Option<u64>,
     pub num_up_osds: Option<u64>,
     pub num_in_osds: Option<u64>,
+    /// When the set of up OSDs last changed (`osdmap.osd_up_since`, Unix seconds; Octopus+).
+    pub osd_up_since: Option<u64>,
+    /// `health.checks` (Luminous+), by name; empty when the status has none.
+    pub health_checks: BTreeMap<String, HealthCheck>,
+}
+
+/// One of Ceph's health checks as `ceph status` summarizes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// `HEALTH_WARN`, `HEALTH_ERR`.
+    pub severity: Option<String>,
+    /// `"1 osds down"`, `"noout flag(s) set"`.
+    pub message: Option<String>,
+    pub count: Option<u64>,
 }
 
 /// PG state words of data still moving: recovering, backfilling, waiting for either, or stuck
@@ -105,6 +119,32 @@ impl ClusterStatus {
         }
     }
 
+    /// OSDs down but still in, as the `OSD_DOWN` health check counts them (it counts only
+    /// OSDs that are in: a stopped OSD marked out raises none, see `recovery/ceph_status.json`).
+    pub fn osds_down_in(&self) -> u64 {
+        self.health_checks
+            .get("OSD_DOWN")
+            .and_then(|c| c.count)
+            .unwrap_or(0)
+    }
+
+    /// The flags the `OSDMAP_FLAGS` health check names (`"noout flag(s) set"`,
+    /// `"nobackfill,norecover flag(s) set"`); empty when it is not raised.
+    pub fn osdmap_flags(&self) -> Vec<String> {
+        self.health_checks
+            .get("OSDMAP_FLAGS")
+            .and_then(|c| c.message.as_deref())
+            .and_then(|m| m.split(" flag(s) set").next())
+            .map(|list| {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty() && !f.contains(' '))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Whether a recovery is running (see [`RecoveryCounts::running`]).
     pub fn recovery_running(&self) -> bool {
         self.recovery_counts().running()
@@ -147,7 +187,7 @@ pub fn from_value(v: &Value) -> Result<ClusterStatus, ParseError> {
     let pgmap = json::req_object(top, "pgmap", &pgmap_at, "an object")?;
     let pgs_by_state = pgs_by_state(pgmap, &pgmap_at)?;
 
-    let (num_osds, num_up_osds, num_in_osds) = osd_counts(top, &root)?;
+    let (num_osds, num_up_osds, num_in_osds, osd_up_since) = osd_counts(top, &root)?;
 
     Ok(ClusterStatus {
         fsid,
@@ -167,7 +207,42 @@ pub fn from_value(v: &Value) -> Result<ClusterStatus, ParseError> {
         num_osds,
         num_up_osds,
         num_in_osds,
+        osd_up_since,
+        health_checks: health_checks(top),
     })
+}
+
+/// `health.checks`, read leniently: they only add words to what on-call reads, so a check of
+/// another shape (another release) is left out rather than failing the whole status.
+fn health_checks(top: &Map<String, Value>) -> BTreeMap<String, HealthCheck> {
+    let Some(checks) = top
+        .get("health")
+        .and_then(|h| h.get("checks"))
+        .and_then(Value::as_object)
+    else {
+        return BTreeMap::new();
+    };
+    checks
+        .iter()
+        .filter_map(|(name, c)| {
+            let c = c.as_object()?;
+            let summary = c.get("summary").and_then(Value::as_object);
+            Some((
+                name.clone(),
+                HealthCheck {
+                    severity: c
+                        .get("severity")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    message: summary
+                        .and_then(|s| s.get("message"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    count: summary.and_then(|s| s.get("count")).and_then(Value::as_u64),
+                },
+            ))
+        })
+        .collect()
 }
 
 fn health(top: &Map<String, Value>, root: &Path<'_>) -> Result<Option<String>, ParseError> {
@@ -212,12 +287,12 @@ fn pgs_by_state(
     Ok(out)
 }
 
-type OsdCounts = (Option<u64>, Option<u64>, Option<u64>);
+type OsdCounts = (Option<u64>, Option<u64>, Option<u64>, Option<u64>);
 
 fn osd_counts(top: &Map<String, Value>, root: &Path<'_>) -> Result<OsdCounts, ParseError> {
     let at = root.key("osdmap");
     let Some(osdmap) = json::field(top, "osdmap") else {
-        return Ok((None, None, None));
+        return Ok((None, None, None, None));
     };
     let outer = json::as_object(osdmap, &at)?;
     // Luminous/Nautilus: {"osdmap":{"osdmap":{"epoch":..,"num_osds":..}}}.
@@ -230,6 +305,8 @@ fn osd_counts(top: &Map<String, Value>, root: &Path<'_>) -> Result<OsdCounts, Pa
         json::maybe_u64(obj, "num_osds", at)?,
         json::maybe_u64(obj, "num_up_osds", at)?,
         json::maybe_u64(obj, "num_in_osds", at)?,
+        // Informational: another type (or a release without it) is not an error.
+        obj.get("osd_up_since").and_then(Value::as_u64),
     ))
 }
 
@@ -320,6 +397,26 @@ mod tests {
         for word in ["recovering", "undersized", "degraded", "remapped"] {
             assert_eq!(w[word], 24, "{word}");
         }
+    }
+
+    #[test]
+    fn the_down_osd_and_the_flags_from_the_health_checks() {
+        // osd.2 stopped with noout: OSD_DOWN counts it (down, still in), OSDMAP_FLAGS names noout.
+        let s = parse_fixture("undersized/ceph_status.json");
+        assert_eq!(s.osds_down_in(), 1);
+        assert_eq!(s.osdmap_flags(), vec!["noout".to_string()]);
+        assert_eq!(s.osd_up_since, Some(1796045195));
+        assert_eq!(
+            s.health_checks["OSD_DOWN"].message.as_deref(),
+            Some("1 osds down")
+        );
+        // osd.3 stopped and marked out: no OSD_DOWN, nothing down and in.
+        let r = parse_fixture("recovery/ceph_status.json");
+        assert_eq!(r.osds_down_in(), 0);
+        assert!(r.osdmap_flags().is_empty());
+        assert!(parse_fixture("healthy-idle/ceph_status.json")
+            .health_checks
+            .is_empty());
     }
 
     #[test]
@@ -606,7 +703,11 @@ mod tests {
             (Some(4), Some(3), Some(3))
         );
         assert_eq!(s.health.as_deref(), Some("HEALTH_WARN"));
-        let expected = parse_fixture("recovery/ceph_status.json");
+        // The same but for the health checks this edit empties.
+        let expected = ClusterStatus {
+            health_checks: BTreeMap::new(),
+            ..parse_fixture("recovery/ceph_status.json")
+        };
         assert_eq!(s, expected);
 
         let bad = edited("recovery/ceph_status.json", |v| {
@@ -714,6 +815,8 @@ mod tests {
             num_osds: None,
             num_up_osds: None,
             num_in_osds: None,
+            osd_up_since: None,
+            health_checks: BTreeMap::new(),
         };
         let w = s.pg_state_word_counts();
         assert_eq!(w["clean"], 4);

@@ -164,6 +164,7 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
         commands::histograms(),
         commands::osd_config_get("osd_mclock_profile"),
         commands::osd_tree(),
+        commands::osd_dump(),
     ] {
         assert!(translate(&c).is_ok(), "{c}");
     }
