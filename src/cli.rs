@@ -279,9 +279,10 @@ pub struct ProfileSweepArgs {
 
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
-    /// Your fio command (run without a shell) for each row, printing a report (JSON or text) on
-    /// stdout. Give it a long runtime: it is stopped with SIGINT when the row ends, e.g.
-    /// 'scripts/ceph-lab fio-json 100000'
+    /// Your fio command (run without a shell) for each row, printing its report on stdout. Give
+    /// it a long runtime: it is stopped with SIGINT when the row ends. The experiment appends
+    /// --status-interval=10 --output-format=json+ (the p99 per 10-s window), so a wrapper must
+    /// pass its extra arguments on to fio, e.g. 'scripts/ceph-lab fio-json 100000'
     #[arg(long = "fio-cmd", value_name = "COMMAND")]
     pub fio_cmd: String,
     /// Command that starts the controlled recovery (run without a shell), once per recovery row
@@ -327,6 +328,10 @@ pub struct ExperimentArgs {
     /// Also write the enforced row's decision records (JSON, oldest first) to this file
     #[arg(long = "decisions-out", value_name = "FILE")]
     pub decisions_out: Option<PathBuf>,
+    /// Also draw the client's write p99 per window over time (SVG): one line per row, the
+    /// bound, and the enforcer's actions marked
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
     #[command(flatten)]
     pub ceph: CephArgs,
 }

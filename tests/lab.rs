@@ -760,6 +760,8 @@ fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
     // A smaller rebalance than the README's run, so that CI spends minutes, not a quarter hour.
     let start = format!("{} rebalance-start 3 0.6", script.display());
     let stop = format!("{} rebalance-stop", script.display());
+    let chart = dir.join("experiment.svg");
+    let chart_arg = chart.display().to_string();
     let out = crb(
         &dir,
         &[
@@ -787,6 +789,8 @@ fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
             "--collect.interval 2s --enforcer.for 2s --enforcer.latency-window 10s --enforcer.settle 5s --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle 10s --enforcer.pause-period 10s --enforcer.recovery-limits 100 --enforcer.pause-max-total 40s",
             "--format",
             "json",
+            "--chart",
+            &chart_arg,
         ],
     );
     assert_eq!(out.status.code(), Some(0), "every row completes");
@@ -810,6 +814,33 @@ fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
         );
         assert!(r["within_bound"].is_boolean(), "{r}");
     }
+    // Every row has its client p99 per 10-s window from fio's periodic json+ reports.
+    for r in rows {
+        let windows = r["windows"].as_array().expect("windows");
+        assert!(!windows.is_empty(), "{r}");
+        assert!(
+            windows
+                .iter()
+                .any(|w| w["p99_seconds"].as_f64().is_some_and(|p| p > 0.0)),
+            "{r}"
+        );
+        assert!(
+            r["windows_within_bound"]
+                .as_f64()
+                .is_some_and(|f| (0.0..=1.0).contains(&f)),
+            "{r}"
+        );
+        assert!(r["worst_window_p99_seconds"].as_f64().is_some(), "{r}");
+    }
+    let svg = std::fs::read_to_string(&chart).expect("the chart");
+    for i in 0..3 {
+        assert!(svg.contains(&format!("id=\"line-{i}\"")), "row {i} drawn");
+    }
+    assert!(svg.contains("id=\"bound\""));
+    assert!(
+        svg.contains(">THROTTLE"),
+        "the enforcer's first action marked"
+    );
     // The enforcer acted during its row and had restored everything before it was stopped.
     assert!(
         result["enforcer"]["top_rung"].as_u64().unwrap_or(0) >= 1,

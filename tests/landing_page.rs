@@ -6,13 +6,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use ceph_recovery_budget::http::landing::{runbook_url, ALERTS, RUNBOOK};
 
 use common::prom::{read, tool_or_skip, TempDir, ALERTS as ALERTS_FILE};
-use common::{http_get, Exporter};
+use common::{chromium, http_get, Exporter};
 
 /// The alert names of the alerts file, in its order.
 fn alert_names_in_file() -> Vec<String> {
@@ -79,48 +79,6 @@ fn fake_ceph(dir: &TempDir) -> String {
     let made = Command::new("chmod").arg("+x").arg(&path).status();
     assert!(made.is_ok_and(|s| s.success()), "chmod {}", path.display());
     path.to_string_lossy().into_owned()
-}
-
-/// Runs chromium headless on `url` with `what` (`--dump-dom`, `--screenshot=...`), in a fresh
-/// profile and with everything that would reach the network off; at most 2 minutes.
-fn chromium(chromium: &Path, dir: &TempDir, tag: &str, what: &str, url: &str) -> Output {
-    let profile = dir.path().join(format!("profile-{tag}"));
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1200,900",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(what)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e}", chromium.display()));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().ok().flatten().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium {what} {url}: no result after 2 minutes");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().expect("chromium's output");
-    assert!(
-        out.status.success(),
-        "chromium {what} {url}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn dump_dom(browser: &Path, dir: &TempDir, tag: &str, url: &str) -> String {

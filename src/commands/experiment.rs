@@ -42,6 +42,7 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
             enforcer_ready_within: std::time::Duration::from_secs(60),
             enforcer_idle_within: std::time::Duration::from_secs(120),
             metrics_path: ex::telemetry_path(&serve_words),
+            window: ex::WINDOW,
         };
         plan.check().map_err(anyhow::Error::msg)?;
         Ok(plan)
@@ -91,6 +92,14 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
         } else {
             eprintln!("no enforced row ran: {} not written", path.display());
         }
+    }
+    if let Some(path) = &args.chart {
+        ceph_recovery_budget::atomic_file::write(path, ex::chart::svg(&result).as_bytes())
+            .with_context(|| format!("writing the chart to {}", path.display()))?;
+        eprintln!(
+            "chart of the client's p99 per window written to {}",
+            path.display()
+        );
     }
     match args.format {
         StatusFormat::Json => print_out(

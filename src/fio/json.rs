@@ -49,36 +49,16 @@ pub(crate) fn read_jobs(
     let before = report.get(..start).unwrap_or("");
     let lines_before = before.matches('\n').count();
 
-    let mut stream = serde_json::Deserializer::from_str(json_text).into_iter::<Value>();
-    let mut value = match stream.next() {
-        Some(Ok(v)) => v,
-        Some(Err(e)) => return Err(json_error(&e, lines_before)),
-        None => {
-            return Err(FioError::Json {
-                line: lines_before + 1,
-                column: 1,
-                message: "expected a JSON value".to_string(),
-            })
-        }
+    let docs = documents(json_text, lines_before)?;
+    let documents = docs.values.len();
+    let cut_after = docs.cut_at_line;
+    let Some(value) = docs.values.last() else {
+        return Err(FioError::Json {
+            line: lines_before + 1,
+            column: 1,
+            message: "expected a JSON value".to_string(),
+        });
     };
-    // `--status-interval` prints a whole report per interval, each cumulative since the start:
-    // the last complete one is fio's final report. (After the JSON of `normal,json` comes text,
-    // which ends this loop.)
-    let mut documents = 1;
-    let mut cut_after = None;
-    loop {
-        match stream.next() {
-            Some(Ok(next)) if next.get("jobs").is_some() => {
-                value = next;
-                documents += 1;
-            }
-            Some(Err(e)) if e.is_eof() => {
-                cut_after = Some(e.line() + lines_before);
-                break;
-            }
-            _ => break,
-        }
-    }
 
     let mut warnings = Vec::new();
     if documents > 1 {
@@ -108,9 +88,84 @@ pub(crate) fn read_jobs(
             fio_lines.len() - MAX_FIO_MESSAGES
         ));
     }
+    for (no, l) in docs.fio_lines.iter().take(MAX_FIO_MESSAGES) {
+        warnings.push(format!(
+            "fio said between its JSON reports (line {no}): {l}"
+        ));
+    }
 
-    let jobs = read_document(&value, &mut warnings)?;
+    let jobs = read_document(value, &mut warnings)?;
     Ok((jobs, warnings))
+}
+
+/// The JSON documents of a report, one after another.
+pub(crate) struct Documents {
+    /// At least one; the first is the report, later ones (`--status-interval`) have `jobs`.
+    pub values: Vec<Value>,
+    /// A further document was cut short at this line (1-based, of the whole input).
+    pub cut_at_line: Option<usize>,
+    /// `fio: ...` lines between documents (fio prints `fio: terminating on signal 2` on stdout
+    /// between the last periodic report and the final one): (line, text).
+    pub fio_lines: Vec<(usize, String)>,
+}
+
+/// Reads the JSON document at the start of `json_text`, then any further ones (`--status-interval`
+/// prints one per interval, each cumulative since the start). Between them only blank lines and
+/// `fio: ...` lines are skipped; anything else (the text report of `normal,json`) ends the list.
+/// `lines_before`: lines of the input before `json_text`, for line numbers.
+pub(crate) fn documents(json_text: &str, lines_before: usize) -> Result<Documents, FioError> {
+    let line_at = |offset: usize| {
+        lines_before
+            + json_text
+                .get(..offset)
+                .map_or(0, |t| t.matches('\n').count())
+    };
+    let mut docs = Documents {
+        values: Vec::new(),
+        cut_at_line: None,
+        fio_lines: Vec::new(),
+    };
+    let mut offset = 0;
+    while let Some(rest) = json_text.get(offset..) {
+        let trimmed = rest.trim_start();
+        if trimmed.is_empty() {
+            break;
+        }
+        let at = offset + (rest.len() - trimmed.len());
+        if !docs.values.is_empty() && !trimmed.starts_with('{') {
+            // Only fio's own messages are skipped: anything else is not part of the reports.
+            if !trimmed.starts_with("fio: ") {
+                break;
+            }
+            let line_end = trimmed.find('\n').unwrap_or(trimmed.len());
+            docs.fio_lines
+                .push((line_at(at) + 1, trimmed[..line_end].trim().to_string()));
+            offset = at + line_end;
+            continue;
+        }
+        let from = json_text.get(at..).unwrap_or("");
+        let mut stream = serde_json::Deserializer::from_str(from).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(v)) => {
+                if !docs.values.is_empty() && v.get("jobs").is_none() {
+                    break;
+                }
+                docs.values.push(v);
+                offset = at + stream.byte_offset();
+            }
+            Some(Err(e)) if docs.values.is_empty() => {
+                return Err(json_error(&e, line_at(at)));
+            }
+            Some(Err(e)) => {
+                if e.is_eof() {
+                    docs.cut_at_line = Some(line_at(at) + e.line());
+                }
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(docs)
 }
 
 fn json_error(e: &serde_json::Error, lines_before: usize) -> FioError {
@@ -149,7 +204,10 @@ fn shape(path: &str, expected: &str, found: String) -> FioError {
     }
 }
 
-fn read_document(value: &Value, warnings: &mut Vec<String>) -> Result<Vec<JobStats>, FioError> {
+pub(crate) fn read_document(
+    value: &Value,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<JobStats>, FioError> {
     let Value::Object(top) = value else {
         return Err(shape(
             "(top level)",

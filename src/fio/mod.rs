@@ -26,7 +26,9 @@
 //!
 //! With `--status-interval`, fio prints a whole report (text or JSON) per interval, each
 //! cumulative since the start: the last one is fio's final report and is the one used (a warning
-//! says so); if it is cut short before any result, the one before it is used.
+//! says so); if it is cut short before any result, the one before it is used. `fio: ...` lines
+//! between JSON reports (fio prints `fio: terminating on signal 2` there) are skipped. The
+//! writes of each interval, from two consecutive `json+` reports, are [`write_windows`]'.
 //!
 //! # Missing data is left out, never guessed
 //!
@@ -60,6 +62,9 @@
 mod aggregate;
 mod json;
 mod text;
+mod windows;
+
+pub use windows::{write_windows, WindowsError, WriteWindow};
 
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,7 @@ const ALL_FIXTURES: &[&str] = &[
     "local_two_groups_stonewall.normal_json.out",
     "local_status_interval.json",
     "local_status_interval.txt",
+    "local_status_interval_2s_sigint.jsonplus.out",
 ];
 
 fn close(a: f64, b: f64) -> bool {
@@ -1303,6 +1304,10 @@ proptest! {
         assert_sane(&parse(&s));
         assert_sane(&parse_text(&s));
         assert_sane(&parse_json(&s));
+        // Windows: any answer, never a panic; every window ends where the next starts.
+        if let Ok(w) = write_windows(&s, std::time::Duration::from_secs(2)) {
+            assert!(w.windows(2).all(|p| p[0].end == p[1].start && p[0].start <= p[0].end));
+        }
     }
 
     #[test]

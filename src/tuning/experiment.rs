@@ -22,7 +22,9 @@
 //! functions; the processes (fio, the recovery commands, the enforcer child) are behind
 //! [`Processes`], so the orchestration runs against fakes under tokio's paused clock.
 
+pub mod chart;
 pub mod processes;
+pub mod windows;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -53,6 +55,11 @@ pub const DEFAULT_SERVE_ARGS: &str = "--collect.interval 2s --enforcer.for 4s --
 pub const PAUSE_FLAGS: [&str; 2] = ["nobackfill", "norecover"];
 
 const PROFILE: &str = "osd_mclock_profile";
+
+/// The client's write p99 is judged per window of this length: fio prints a cumulative report
+/// this often (`--status-interval`); the enforced row's `serve` judges 10-s windows too (its
+/// `--enforcer.latency-window` in [`DEFAULT_SERVE_ARGS`]).
+pub const WINDOW: Duration = Duration::from_secs(10);
 
 /// One row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +141,8 @@ pub struct ExperimentPlan {
     pub enforcer_idle_within: Duration,
     /// The enforcer child's metrics path (`--web.telemetry-path`).
     pub metrics_path: String,
+    /// fio reports every this long; each row's p99 is also judged per window of it.
+    pub window: Duration,
 }
 
 impl ExperimentPlan {
@@ -151,6 +160,9 @@ impl ExperimentPlan {
         if self.rows.first() != Some(&RowKind::NoRecovery) {
             return Err("the rows must start with no-recovery".into());
         }
+        if self.window.as_secs() == 0 {
+            return Err("the window must be at least 1 s (fio's --status-interval)".into());
+        }
         if self.baseline_window.is_zero() || self.max_recovery.is_zero() {
             return Err("--baseline-window and --max-recovery must be longer than 0".into());
         }
@@ -166,6 +178,15 @@ impl ExperimentPlan {
         }
         Ok(())
     }
+}
+
+/// The fio command as run: the user's, then a cumulative `json+` report every window (later
+/// options win in fio, so these replace an `--output-format` given before them).
+pub fn fio_argv(fio: &[String], window: Duration) -> Vec<String> {
+    let mut argv = fio.to_vec();
+    argv.push(format!("--status-interval={}", window.as_secs().max(1)));
+    argv.push("--output-format=json+".to_string());
+    argv
 }
 
 /// A row is within the bound when its p99 is at most `multiplier x` the baseline p99.
@@ -416,6 +437,19 @@ pub struct ExperimentRow {
     pub objects_per_second: Option<f64>,
     /// Why the row is not complete (timed out, failed, interrupted).
     pub incomplete: Option<String>,
+    /// When fio started (Unix seconds): the windows' times are from it.
+    pub fio_started_at: Option<f64>,
+    /// The client's write p99 per window, from fio's periodic reports.
+    pub windows: Vec<windows::RowWindow>,
+    /// Why there are no windows (fio's output had no periodic json+ reports...).
+    pub windows_missing: Option<String>,
+    /// The fraction (0..1) of the windows whose p99 is at most the bound; a window with no
+    /// write counts as not within.
+    pub windows_within_bound: Option<f64>,
+    pub worst_window_p99_seconds: Option<f64>,
+    /// The enforced row: from the first window over the bound to the first of three
+    /// consecutive windows back within it (`None`: never over, or never back).
+    pub reaction_seconds: Option<f64>,
 }
 
 /// The enforced row's view of the enforcer.
@@ -433,6 +467,8 @@ pub struct EnforcerSummary {
 pub struct ExperimentResult {
     pub baseline_p99_seconds: Option<f64>,
     pub multiplier: f64,
+    /// The windows' length (fio's `--status-interval`).
+    pub window_seconds: f64,
     /// multiplier x the baseline p99.
     pub bound_seconds: Option<f64>,
     pub rows: Vec<ExperimentRow>,
@@ -495,6 +531,7 @@ fn build_row(
     kind: RowKind,
     multiplier: f64,
     baseline: Option<f64>,
+    window: Duration,
     report: Result<String, String>,
     watched: Option<&Watched>,
     mut incomplete: Option<String>,
@@ -511,7 +548,17 @@ fn build_row(
         recovery_objects: None,
         objects_per_second: None,
         incomplete: None,
+        fio_started_at: None,
+        windows: Vec::new(),
+        windows_missing: None,
+        windows_within_bound: None,
+        worst_window_p99_seconds: None,
+        reaction_seconds: None,
     };
+    let fio_windows = report
+        .as_ref()
+        .ok()
+        .map(|text| crate::fio::write_windows(text, window));
     match report.and_then(|text| {
         crate::fio::parse(&text).map_err(|e| format!("fio's output is not a usable report: {e}"))
     }) {
@@ -536,6 +583,26 @@ fn build_row(
     if let (Some(p99), Some(b)) = (row.p99_seconds, baseline.filter(|b| *b > 0.0)) {
         row.p99_over_baseline = Some(p99 / b);
         row.within_bound = Some(within_bound(p99, b, multiplier));
+    }
+    let bound = baseline.filter(|b| *b > 0.0).map(|b| b * multiplier);
+    match fio_windows {
+        Some(Ok(w)) => {
+            if let Some((start, w)) = windows::from_fio(&w) {
+                row.fio_started_at = Some(start);
+                row.worst_window_p99_seconds = windows::worst_p99(&w);
+                if let Some(b) = bound {
+                    row.windows_within_bound = windows::within_fraction(&w, b);
+                    if kind == RowKind::Enforced {
+                        row.reaction_seconds = windows::reaction(&w, b).seconds();
+                    }
+                }
+                row.windows = w;
+            } else {
+                row.windows_missing = Some("fio printed no report".to_string());
+            }
+        }
+        Some(Err(e)) => row.windows_missing = Some(e.to_string()),
+        None => {}
     }
     if let Some(w) = watched {
         row.recovery_objects = (w.peak > 0).then_some(w.peak);
@@ -624,6 +691,7 @@ pub async fn experiment<C: Client, P: Processes>(
         result: ExperimentResult {
             baseline_p99_seconds: None,
             multiplier: plan.multiplier,
+            window_seconds: plan.window.as_secs_f64(),
             bound_seconds: None,
             rows: Vec::new(),
             enforcer: None,
@@ -679,6 +747,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             kind,
             self.plan.multiplier,
             self.baseline(),
+            self.plan.window,
             Err(why.clone()),
             None,
             Some(why.clone()),
@@ -699,7 +768,10 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             fmt_secs(window.as_secs_f64()),
             shell_words::join(&self.plan.fio)
         ));
-        let mut fio = match self.procs.start_fio(&self.plan.fio) {
+        let mut fio = match self
+            .procs
+            .start_fio(&fio_argv(&self.plan.fio, self.plan.window))
+        {
             Ok(f) => f,
             Err(e) => return self.failed_row(kind, format!("fio did not start: {e}"), progress),
         };
@@ -745,7 +817,15 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             Ended::Cancelled(why) => Some(why.clone()),
             _ => None,
         };
-        let row = build_row(kind, self.plan.multiplier, None, report, None, incomplete);
+        let row = build_row(
+            kind,
+            self.plan.multiplier,
+            None,
+            self.plan.window,
+            report,
+            None,
+            incomplete,
+        );
         let why = row.incomplete.clone();
         if why.is_none() {
             self.result.baseline_p99_seconds = row.p99_seconds;
@@ -773,7 +853,10 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
         if let Some(w) = daemons_took_it(self.client, PROFILE, profile, progress, cancel).await {
             self.result.notes.push(format!("{profile}: {w}"));
         }
-        let mut fio = match self.procs.start_fio(&self.plan.fio) {
+        let mut fio = match self
+            .procs
+            .start_fio(&fio_argv(&self.plan.fio, self.plan.window))
+        {
             Ok(f) => f,
             Err(e) => return self.failed_row(kind, format!("fio did not start: {e}"), progress),
         };
@@ -859,7 +942,10 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
         if ready != Ended::Done {
             return (no_fio("the enforcer was not ready"), watched, ready);
         }
-        let mut fio = match self.procs.start_fio(&self.plan.fio) {
+        let mut fio = match self
+            .procs
+            .start_fio(&fio_argv(&self.plan.fio, self.plan.window))
+        {
             Ok(f) => f,
             Err(e) => {
                 let why = format!("fio did not start: {e}");
@@ -1122,6 +1208,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             kind,
             self.plan.multiplier,
             self.baseline(),
+            self.plan.window,
             report,
             Some(watched),
             why,
@@ -1343,6 +1430,9 @@ pub fn render(result: &ExperimentResult) -> String {
         &format!("within {m}x"),
         "recovery time",
         "rate",
+        &format!("windows within {m}x"),
+        "worst window",
+        "reaction",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1350,7 +1440,26 @@ pub fn render(result: &ExperimentResult) -> String {
     let dash = || "-".to_string();
     let lat = |v: Option<f64>| v.map_or_else(dash, fmt_ms);
     let mut table = vec![header];
+    let bound = result.bound_seconds;
     for r in &result.rows {
+        let windows_within = match r.windows_within_bound {
+            Some(f) => format!(
+                "{:.0}% ({}/{})",
+                f * 100.0,
+                r.windows
+                    .iter()
+                    .filter(|w| bound.is_some_and(|b| w.within(b)))
+                    .count(),
+                r.windows.len()
+            ),
+            None => dash(),
+        };
+        let reaction = match bound {
+            Some(b) if r.row == RowKind::Enforced.name() && !r.windows.is_empty() => {
+                windows::reaction(&r.windows, b).cell()
+            }
+            _ => dash(),
+        };
         let recovery = match (r.row.as_str(), r.recovery_seconds) {
             ("no-recovery", _) => dash(),
             (_, Some(t)) => fmt_secs(t),
@@ -1369,6 +1478,9 @@ pub fn render(result: &ExperimentResult) -> String {
             recovery,
             r.objects_per_second
                 .map_or_else(dash, |x| format!("{} obj/s", fmt_magnitude(x))),
+            windows_within,
+            lat(r.worst_window_p99_seconds),
+            reaction,
         ]);
     }
     let widths: Vec<usize> = (0..table[0].len())
@@ -1405,6 +1517,7 @@ pub fn render(result: &ExperimentResult) -> String {
             out.push_str(&format!("{}: incomplete: {why}\n", r.label));
         }
     }
+    out.push_str(&windows_text(result));
     for n in &result.notes {
         out.push_str(&format!("note: {n}\n"));
     }
@@ -1428,6 +1541,52 @@ pub fn render(result: &ExperimentResult) -> String {
         ));
         for d in &result.decisions {
             out.push_str(&format!("  {}\n", decision_line(d)));
+        }
+    }
+    out
+}
+
+/// The per-window lines under the table: each row's window p99s in ms, why a row has none, and
+/// the enforced row's reaction.
+fn windows_text(result: &ExperimentResult) -> String {
+    let bound = result.bound_seconds;
+    let mut out = String::new();
+    let width = result
+        .rows
+        .iter()
+        .map(|r| r.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let with_windows: Vec<&ExperimentRow> = result
+        .rows
+        .iter()
+        .filter(|r| !r.windows.is_empty())
+        .collect();
+    if !with_windows.is_empty() {
+        out.push_str(&format!(
+            "client write p99 per {}-s window, in ms (! over the bound, - no write completed):\n",
+            result.window_seconds
+        ));
+        for r in with_windows {
+            out.push_str(&format!(
+                "  {:<width$}  {}\n",
+                r.label,
+                windows::sparkline(&r.windows, bound)
+            ));
+        }
+    }
+    for r in &result.rows {
+        if let Some(why) = &r.windows_missing {
+            out.push_str(&format!("{}: no per-window p99: {why}\n", r.label));
+        }
+        if let (true, Some(b)) = (r.row == RowKind::Enforced.name(), bound) {
+            if !r.windows.is_empty() {
+                out.push_str(&format!(
+                    "{}: {}\n",
+                    r.label,
+                    windows::reaction(&r.windows, b).explain()
+                ));
+            }
         }
     }
     out

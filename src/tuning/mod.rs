@@ -30,4 +30,6 @@ pub enum TuningError {
 pub mod cycle;
 #[cfg(test)]
 pub(crate) mod fake_cluster;
+#[cfg(test)]
+pub(crate) mod svg_check;
 pub mod sweep;

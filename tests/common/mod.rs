@@ -316,3 +316,51 @@ impl Metrics {
             .collect()
     }
 }
+
+/// Runs chromium headless on `url` with `what` (`--dump-dom`, `--screenshot=...`), in a fresh
+/// profile and with everything that would reach the network off; at most 2 minutes.
+pub fn chromium(
+    chromium: &std::path::Path,
+    dir: &prom::TempDir,
+    tag: &str,
+    what: &str,
+    url: &str,
+) -> std::process::Output {
+    let profile = dir.path().join(format!("profile-{tag}"));
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1200,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(what)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", chromium.display()));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().ok().flatten().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium {what} {url}: no result after 2 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().expect("chromium's output");
+    assert!(
+        out.status.success(),
+        "chromium {what} {url}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -7,7 +7,6 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::ceph::{CephCommand, CephError, Output};
-use crate::tuning::fake_cluster::fio_json;
 use crate::tuning::measure::RecordedProgress;
 
 // ---------------------------------------------------------------------------------------------
@@ -45,6 +44,8 @@ struct LabState {
     /// What its state file says it has not restored; it sets these at start.
     enforcer_unrestored: BTreeMap<String, Option<String>>,
     enforcer_never_idle: bool,
+    /// The paused clock's start, for fio's Unix timestamps.
+    origin: Instant,
 }
 
 #[derive(Clone)]
@@ -75,6 +76,7 @@ impl Lab {
             enforcer_leaves_flag: false,
             enforcer_unrestored: BTreeMap::new(),
             enforcer_never_idle: false,
+            origin: Instant::now(),
         })))
     }
 
@@ -224,6 +226,56 @@ struct FakeFio {
     started: Instant,
 }
 
+/// The fake clock's Unix time at the paused clock's `origin`.
+const UNIX_ORIGIN_MS: u64 = 1_796_070_900_000;
+
+/// What fio prints on SIGINT after `elapsed` with `--status-interval=10 --output-format=json+`:
+/// a cumulative report every 10 s, `fio: terminating on signal 2`, the final report. Each window
+/// has 100 writes, 10 of them at `window_p99_ms(k)` (its p99) and 90 at a third of it; the
+/// final report's percentiles say `p99_ms` for the whole run.
+fn periodic_fio(
+    started_ms: u64,
+    elapsed: Duration,
+    window_p99_ms: impl Fn(u64) -> f64,
+    p99_ms: f64,
+) -> String {
+    let ns = |ms: f64| (ms * 1e6) as u64;
+    let elapsed_ms = elapsed.as_millis() as u64;
+    let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut docs = Vec::new();
+    let mut k = 0;
+    loop {
+        let at = ((k + 1) * 10_000).min(elapsed_ms);
+        let p = window_p99_ms(k);
+        *bins.entry(ns(p / 3.0)).or_insert(0) += 90;
+        *bins.entry(ns(p)).or_insert(0) += 10;
+        let total: u64 = bins.values().sum();
+        let doc = serde_json::json!({
+            "fio version": "fio-3.33",
+            "timestamp_ms": started_ms + at,
+            "jobs": [{
+                "jobname": "runbook", "groupid": 0, "error": 0, "job_runtime": at,
+                "write": {
+                    "io_bytes": total * 4096, "bw_bytes": 2_867_200, "iops": 700.0, "total_ios": total,
+                    "clat_ns": {
+                        "min": 1, "max": ns(p99_ms * 2.0), "mean": 1.0,
+                        "percentile": {"50.000000": ns(p99_ms / 3.0), "95.000000": ns(p99_ms / 1.5), "99.000000": ns(p99_ms)},
+                        "bins": bins.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>()
+                    }
+                }
+            }]
+        });
+        docs.push(serde_json::to_string_pretty(&doc).unwrap());
+        k += 1;
+        if at >= elapsed_ms {
+            break;
+        }
+    }
+    let last = docs.pop().unwrap_or_default();
+    docs.push(format!("fio: terminating on signal 2\n{last}"));
+    docs.join("\n")
+}
+
 impl RunningFio for FakeFio {
     fn ended(&mut self) -> Option<String> {
         let dies = self.lab.with(|s| s.fio_dies_after);
@@ -235,9 +287,10 @@ impl RunningFio for FakeFio {
         self.lab.with(|s| {
             s.calls.push("fio stopped".into());
             let recovered = s.recovery_starts.iter().any(|t| *t >= self.started);
+            let enforced = s.enforcer_running;
             let p99_ms = if !recovered {
                 16.0
-            } else if s.enforcer_running {
+            } else if enforced {
                 30.0
             } else {
                 match s.profile().as_str() {
@@ -246,9 +299,14 @@ impl RunningFio for FakeFio {
                     _ => 64.0,
                 }
             };
-            Ok(format!(
-                "\nfio: terminating on signal 2\n{}",
-                fio_json(p99_ms)
+            // The enforcer takes 30 s to bring the first windows' 90 ms under the 32 ms bound.
+            let window = |k: u64| if enforced && k < 3 { 90.0 } else { p99_ms };
+            let started_ms = UNIX_ORIGIN_MS + (self.started - s.origin).as_millis() as u64;
+            Ok(periodic_fio(
+                started_ms,
+                self.started.elapsed(),
+                window,
+                p99_ms,
             ))
         })
     }
@@ -382,6 +440,7 @@ fn plan(rows: &str) -> ExperimentPlan {
         enforcer_ready_within: Duration::from_secs(30),
         enforcer_idle_within: Duration::from_secs(120),
         metrics_path: "/metrics".into(),
+        window: WINDOW,
     }
 }
 
@@ -528,6 +587,26 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
         vec!["osd_mclock_profile: high_client_ops (set in the config database)"]
     );
 
+    // Per window: the no-recovery row is within its own bound; the enforced row starts over
+    // it and is back after three windows of 90 ms.
+    let windows = |i: usize| {
+        let row = &r.rows[i];
+        (
+            row.windows.len(),
+            row.windows_within_bound,
+            row.worst_window_p99_seconds,
+            row.reaction_seconds,
+        )
+    };
+    assert_eq!(windows(0), (6, Some(1.0), Some(0.016), None));
+    assert_eq!(windows(1), (6, Some(0.0), Some(0.038), None));
+    assert_eq!(windows(4), (15, Some(0.8), Some(0.09), Some(30.0)));
+    assert!(r.rows.iter().all(|r| r.windows_missing.is_none()));
+    // fio was asked for its periodic json+ reports.
+    assert!(calls
+        .iter()
+        .any(|c| c == "fio started: fio-json 100000 --status-interval=10 --output-format=json+"));
+
     let text = render(&r);
     // The columns line up under the longest label.
     let first = text.lines().next().unwrap();
@@ -537,9 +616,21 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
         "{text}"
     );
     assert!(
-        text.contains("enforced (2x)      10.0 ms  20.0 ms  30.0 ms  1.9x          yes        2m30s          40 obj/s"),
+        text.contains("enforced (2x)      10.0 ms  20.0 ms  30.0 ms  1.9x          yes        2m30s          40 obj/s   80% (12/15)        90.0 ms       30s\n"),
         "{text}"
     );
+    assert!(
+        text.contains("no recovery        5.3 ms   10.7 ms  16.0 ms  1.0x          yes        -              -          100% (6/6)         16.0 ms       -\n"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "client write p99 per 10-s window, in ms (! over the bound, - no write completed):\n"
+    ));
+    assert!(
+        text.contains("\n  enforced (2x)      !90 !90 !90 30 30 30 30 30 30 30 30 30 30 30 30\n"),
+        "{text}"
+    );
+    assert!(text.contains("enforced (2x): first window over the bound at 0:00 (p99 90.0 ms); back within it (3 windows in a row) from 0:30: reaction 30s"), "{text}");
     assert!(text.contains("baseline: p99 16.0 ms without recovery; bound: p99 32.0 ms (2x)"));
     assert!(text.contains("decisions of the enforced row (2, oldest first):"));
     let throttle = text.find("THROTTLE").unwrap();
@@ -988,6 +1079,7 @@ fn a_row_from_fios_report_after_sigint() {
         RowKind::Profile("balanced"),
         2.0,
         Some(0.0455),
+        WINDOW,
         Ok(report),
         Some(&watched),
         None,
@@ -999,12 +1091,63 @@ fn a_row_from_fios_report_after_sigint() {
     assert_eq!(row.recovery_objects, Some(6001));
     assert_eq!(row.objects_per_second, Some(120.02));
     assert_eq!(row.incomplete, None);
+    // That report is plain JSON, one report: the row's numbers stand, its windows are missing
+    // and it says what fio must be run with.
+    assert!(row.windows.is_empty());
+    assert_eq!(row.windows_within_bound, None);
+    assert!(
+        row.windows_missing
+            .as_deref()
+            .is_some_and(|w| w.contains("--output-format=json+")),
+        "{row:?}"
+    );
+
+    // A real periodic json+ report (fio 3.33, --status-interval=2, stopped with SIGINT) as the
+    // enforced row's, baseline 5 ms: bound 10 ms. Its window p99s are -, -, 19.8, 6.1, 5.6,
+    // 8.7, 11.9, 4.0 ms; the row's p99 is the final report's.
+    let periodic = fixture_str("fio/local_status_interval_2s_sigint.jsonplus.out");
+    let row = build_row(
+        RowKind::Enforced,
+        2.0,
+        Some(0.005),
+        Duration::from_secs(2),
+        Ok(periodic),
+        Some(&watched),
+        None,
+    );
+    assert_eq!(row.p99_seconds, Some(0.0073728));
+    assert_eq!(row.windows.len(), 8);
+    assert_eq!(row.fio_started_at, Some(1796148845.055));
+    assert_eq!(
+        row.windows_within_bound,
+        Some(0.5),
+        "the two with no write are not within"
+    );
+    assert_eq!(row.worst_window_p99_seconds, Some(0.019791872));
+    // Over at 4.1 s, within from 6.1 s for three windows.
+    assert_eq!(row.reaction_seconds, Some(2.001));
+    assert_eq!(row.windows_missing, None);
+    // Only the enforced row has a reaction.
+    let balanced = build_row(
+        RowKind::Profile("balanced"),
+        2.0,
+        Some(0.005),
+        Duration::from_secs(2),
+        Ok(fixture_str(
+            "fio/local_status_interval_2s_sigint.jsonplus.out",
+        )),
+        Some(&watched),
+        None,
+    );
+    assert_eq!(balanced.reaction_seconds, None);
+    assert_eq!(balanced.windows_within_bound, Some(0.5));
 
     // No report: the row says why, with no numbers.
     let row = build_row(
         RowKind::Enforced,
         2.0,
         Some(0.0455),
+        WINDOW,
         Err("`fio x` failed (exit status: 1): fio: pool rbd-vms does not exist".into()),
         None,
         None,
@@ -1017,7 +1160,15 @@ fn a_row_from_fios_report_after_sigint() {
     assert_eq!(row.within_bound, None);
     // A report without writes.
     let read_only = fixture_str("fio/fio-2.x-rbd-randread-debug_ms-0.txt");
-    let row = build_row(RowKind::NoRecovery, 2.0, None, Ok(read_only), None, None);
+    let row = build_row(
+        RowKind::NoRecovery,
+        2.0,
+        None,
+        WINDOW,
+        Ok(read_only),
+        None,
+        None,
+    );
     assert!(
         row.incomplete.as_deref().unwrap().contains("no write"),
         "{row:?}"
@@ -1042,11 +1193,13 @@ fn the_json_has_every_row_field() {
     let r = ExperimentResult {
         baseline_p99_seconds: Some(0.0455),
         multiplier: 2.0,
+        window_seconds: 10.0,
         bound_seconds: Some(0.091),
         rows: vec![build_row(
             RowKind::Profile("balanced"),
             2.0,
             Some(0.0455),
+            WINDOW,
             Err("fio did not start".into()),
             None,
             Some("fio did not start".into()),
@@ -1073,9 +1226,43 @@ fn the_json_has_every_row_field() {
         "recovery_objects",
         "objects_per_second",
         "incomplete",
+        "fio_started_at",
+        "windows",
+        "windows_within_bound",
+        "worst_window_p99_seconds",
+        "reaction_seconds",
     ] {
         assert!(row.get(k).is_some(), "{k} missing in {row}");
     }
     assert_eq!(v["bound_seconds"], 0.091);
     assert!(v.get("enforcer").is_none());
+}
+
+#[test]
+fn the_json_has_each_window_with_null_for_no_p99() {
+    use crate::ceph::parse::test_support::fixture_str;
+    let row = build_row(
+        RowKind::Enforced,
+        2.0,
+        Some(0.005),
+        Duration::from_secs(2),
+        Ok(fixture_str(
+            "fio/local_status_interval_2s_sigint.jsonplus.out",
+        )),
+        None,
+        None,
+    );
+    let v = serde_json::to_value(&row).unwrap();
+    assert_eq!(
+        v["windows"][0],
+        serde_json::json!({"start_seconds": 0.0, "end_seconds": 2.098, "writes": 0, "p99_seconds": null})
+    );
+    assert_eq!(
+        v["windows"][2],
+        serde_json::json!({"start_seconds": 4.098, "end_seconds": 6.099, "writes": 346, "p99_seconds": 0.019791872})
+    );
+    assert_eq!(v["windows_within_bound"], 0.5);
+    assert_eq!(v["worst_window_p99_seconds"], 0.019791872);
+    assert_eq!(v["reaction_seconds"], 2.001);
+    assert_eq!(v["windows_missing"], serde_json::Value::Null);
 }

@@ -1,0 +1,284 @@
+//! A row's client write p99 per window, and what it says against the bound: the share of
+//! windows within it, the worst window, and how long the enforcer took to bring a breach back.
+//! Pure functions over the windows fio reported (see [`crate::fio::write_windows`]).
+
+use serde::Serialize;
+
+use crate::fio::WriteWindow;
+use crate::units::{fmt_ms, fmt_secs};
+
+/// Windows in a row within the bound that count as "back within it".
+pub const BACK_WITHIN: usize = 3;
+
+/// One window of a row, its times from fio's start.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowWindow {
+    pub start_seconds: f64,
+    pub end_seconds: f64,
+    /// Writes completed in the window.
+    pub writes: u64,
+    /// Their p99; `None` (JSON null) when no write completed: no p99, and not within the bound.
+    pub p99_seconds: Option<f64>,
+}
+
+impl RowWindow {
+    /// Has a p99, and it is at most the bound.
+    pub fn within(&self, bound: f64) -> bool {
+        self.p99_seconds.is_some_and(|p| p <= bound)
+    }
+
+    pub fn over(&self, bound: f64) -> bool {
+        self.p99_seconds.is_some_and(|p| p > bound)
+    }
+}
+
+/// fio's start (Unix seconds) and the windows with times from it. `None` for no windows.
+pub fn from_fio(windows: &[WriteWindow]) -> Option<(f64, Vec<RowWindow>)> {
+    let start = windows.first()?.start;
+    let row = windows
+        .iter()
+        .map(|w| RowWindow {
+            start_seconds: round_ms(w.start - start),
+            end_seconds: round_ms(w.end - start),
+            writes: w.writes,
+            p99_seconds: w.p99_seconds,
+        })
+        .collect();
+    Some((start, row))
+}
+
+/// fio stamps its reports to the millisecond; differences of Unix times in f64 are not exact.
+fn round_ms(seconds: f64) -> f64 {
+    (seconds * 1000.0).round() / 1000.0
+}
+
+/// The fraction (0..1) of the windows whose p99 is at most the bound; a window with no write
+/// has no p99 and counts as not within. `None` when there are no windows.
+pub fn within_fraction(windows: &[RowWindow], bound: f64) -> Option<f64> {
+    (!windows.is_empty())
+        .then(|| windows.iter().filter(|w| w.within(bound)).count() as f64 / windows.len() as f64)
+}
+
+/// The highest window p99; `None` when no window has one.
+pub fn worst_p99(windows: &[RowWindow]) -> Option<f64> {
+    windows
+        .iter()
+        .filter_map(|w| w.p99_seconds)
+        .fold(None, |m, p| Some(m.map_or(p, |m: f64| m.max(p))))
+}
+
+/// How a row came back within the bound after its first window over it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reaction {
+    /// No window was over the bound.
+    NoBreach,
+    /// From the start of the first window over the bound to the start of the first of
+    /// [`BACK_WITHIN`] consecutive windows within it.
+    Back {
+        first_over: f64,
+        first_over_p99: f64,
+        back_at: f64,
+    },
+    /// Over the bound at `first_over`, and never [`BACK_WITHIN`] windows in a row within it
+    /// after that (a window with no write breaks the run: its latency is unknown).
+    NotBack {
+        first_over: f64,
+        first_over_p99: f64,
+    },
+}
+
+impl Reaction {
+    pub fn seconds(&self) -> Option<f64> {
+        match self {
+            Reaction::Back {
+                first_over,
+                back_at,
+                ..
+            } => Some(round_ms(back_at - first_over)),
+            _ => None,
+        }
+    }
+
+    /// The table's cell.
+    pub fn cell(&self) -> String {
+        match self {
+            Reaction::NoBreach => "no breach".to_string(),
+            Reaction::Back { .. } => self.seconds().map_or_else(String::new, fmt_secs),
+            Reaction::NotBack { .. } => "not back".to_string(),
+        }
+    }
+
+    /// One sentence for the notes.
+    pub fn explain(&self) -> String {
+        match self {
+            Reaction::NoBreach => "no window was over the bound".to_string(),
+            Reaction::Back {
+                first_over,
+                first_over_p99,
+                back_at,
+            } => format!(
+                "first window over the bound at {} (p99 {}); back within it ({BACK_WITHIN} windows in a row) from {}: reaction {}",
+                clock(*first_over),
+                fmt_ms(*first_over_p99),
+                clock(*back_at),
+                self.seconds().map_or_else(String::new, fmt_secs)
+            ),
+            Reaction::NotBack {
+                first_over,
+                first_over_p99,
+            } => format!(
+                "first window over the bound at {} (p99 {}); never {BACK_WITHIN} windows in a row within it afterwards",
+                clock(*first_over),
+                fmt_ms(*first_over_p99)
+            ),
+        }
+    }
+}
+
+/// From the first window over the bound to the first of [`BACK_WITHIN`] consecutive windows
+/// back within it.
+pub fn reaction(windows: &[RowWindow], bound: f64) -> Reaction {
+    let Some(first) = windows.iter().position(|w| w.over(bound)) else {
+        return Reaction::NoBreach;
+    };
+    let first_over = windows[first].start_seconds;
+    let first_over_p99 = windows[first].p99_seconds.unwrap_or(f64::NAN);
+    let after = &windows[first + 1..];
+    match after
+        .windows(BACK_WITHIN)
+        .find(|run| run.iter().all(|w| w.within(bound)))
+    {
+        Some(run) => Reaction::Back {
+            first_over,
+            first_over_p99,
+            back_at: run[0].start_seconds,
+        },
+        None => Reaction::NotBack {
+            first_over,
+            first_over_p99,
+        },
+    }
+}
+
+/// "1:05" for 65 s from the row's start.
+pub fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// The window p99s of a row on one line, in ms, e.g. `14 15 !165 - 20`: `!` over the bound,
+/// `-` no write.
+pub fn sparkline(windows: &[RowWindow], bound: Option<f64>) -> String {
+    windows
+        .iter()
+        .map(|w| match w.p99_seconds {
+            None => "-".to_string(),
+            Some(p) => {
+                let ms = p * 1000.0;
+                let n = if ms >= 10.0 {
+                    format!("{ms:.0}")
+                } else {
+                    format!("{ms:.1}")
+                };
+                if bound.is_some_and(|b| p > b) {
+                    format!("!{n}")
+                } else {
+                    n
+                }
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ceph::parse::test_support::fixture_str;
+    use std::time::Duration;
+
+    fn w(start: f64, p99_ms: Option<f64>) -> RowWindow {
+        RowWindow {
+            start_seconds: start,
+            end_seconds: start + 10.0,
+            writes: if p99_ms.is_some() { 100 } else { 0 },
+            p99_seconds: p99_ms.map(|m| m / 1000.0),
+        }
+    }
+
+    fn row(p99s: &[Option<f64>]) -> Vec<RowWindow> {
+        p99s.iter()
+            .enumerate()
+            .map(|(i, p)| w(i as f64 * 10.0, *p))
+            .collect()
+    }
+
+    #[test]
+    fn a_real_runs_windows_against_a_bound() {
+        let report = fixture_str("fio/local_status_interval_2s_sigint.jsonplus.out");
+        let fio = crate::fio::write_windows(&report, Duration::from_secs(2)).unwrap();
+        let (start, windows) = from_fio(&fio).unwrap();
+        assert_eq!(start, 1796148845.055);
+        assert_eq!(windows[0].start_seconds, 0.0);
+        assert_eq!(windows[7].end_seconds, 22.394);
+        // p99s: -, -, 19.8, 6.1, 5.6, 8.7, 11.9, 4.0 ms. With a 10 ms bound, 4 of 8 windows
+        // are within: the two with no write are not.
+        let bound = 0.010;
+        assert_eq!(within_fraction(&windows, bound), Some(0.5));
+        assert_eq!(worst_p99(&windows), Some(0.019791872));
+        assert_eq!(
+            sparkline(&windows, Some(bound)),
+            "- - !20 6.1 5.6 8.7 !12 4.0"
+        );
+        // Over at 4.1 s; 6.1, 5.6, 8.7 from 6.1 s: back 2 s later.
+        let r = reaction(&windows, bound);
+        assert_eq!(r.seconds(), Some(2.001));
+        assert_eq!(r.cell(), "2s");
+        assert_eq!(
+            r.explain(),
+            "first window over the bound at 0:04 (p99 19.8 ms); back within it (3 windows in a row) from 0:06: reaction 2s"
+        );
+    }
+
+    #[test]
+    fn reaction_needs_three_windows_in_a_row_back_within() {
+        let bound = 0.1;
+        // Over at 10 s; two within, over again, then three within from 50 s.
+        let r = reaction(
+            &row(&[
+                Some(50.0),
+                Some(400.0),
+                Some(90.0),
+                Some(80.0),
+                Some(150.0),
+                Some(90.0),
+                Some(90.0),
+                Some(99.0),
+            ]),
+            bound,
+        );
+        assert_eq!(r.seconds(), Some(40.0));
+        // A window with no write breaks the run: its latency is unknown.
+        let r = reaction(
+            &row(&[Some(400.0), Some(90.0), None, Some(90.0), Some(90.0)]),
+            bound,
+        );
+        assert!(matches!(r, Reaction::NotBack { first_over, .. } if first_over == 0.0));
+        assert_eq!(r.cell(), "not back");
+        assert_eq!(r.seconds(), None);
+        // Never over: nothing to react to.
+        let r = reaction(&row(&[Some(90.0), None, Some(100.0)]), bound);
+        assert_eq!(r, Reaction::NoBreach);
+        assert_eq!(r.cell(), "no breach");
+    }
+
+    #[test]
+    fn windows_with_no_write_are_never_within_and_have_no_p99() {
+        let windows = row(&[None, Some(10.0), None, Some(500.0)]);
+        assert_eq!(within_fraction(&windows, 1.0), Some(0.5));
+        assert_eq!(worst_p99(&windows), Some(0.5));
+        assert_eq!(within_fraction(&[], 1.0), None);
+        assert_eq!(worst_p99(&row(&[None, None])), None);
+        assert_eq!(clock(125.4), "2:05");
+    }
+}
