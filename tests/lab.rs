@@ -752,6 +752,9 @@ fn tuning_cycle_on_a_real_cluster() {
 #[ignore = "needs the lab cluster: scripts/test runs it"]
 fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
     prepare_lab();
+    // The operator's own profile: with none set, every OSD already runs Pacific's default
+    // high_client_ops, and the enforcer's rung 1 is no action (NOTHING_TO_DO), not a THROTTLE.
+    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
     let dir = std::env::temp_dir().join(format!("crb-lab-experiment-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -860,13 +863,18 @@ fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
         !flags.contains(&"nobackfill".to_string()) && !flags.contains(&"norecover".to_string()),
         "{flags:?}"
     );
+    assert_eq!(
+        configured("osd_mclock_profile").as_deref(),
+        Some("balanced"),
+        "the operator's profile as found"
+    );
     for key in [
-        "osd_mclock_profile",
         "osd_mclock_scheduler_background_recovery_lim",
         "osd_mclock_scheduler_background_recovery_res",
     ] {
         assert_eq!(configured(key), None, "{key}");
     }
+    ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
     lab(&["wait-clean", "600"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
