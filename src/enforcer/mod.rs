@@ -185,6 +185,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.lease.as_ref().is_none_or(Link::acting)
     }
 
+    /// Whether `self.state` is the state that counts: with a lease, only once the state stored
+    /// with it was read in this term. Before that the local state is a cache (of an older
+    /// episode, or of the last leader's last slice): acting on it, or storing it over the
+    /// previous leader's, would lose the operator's originals.
+    fn state_is_current(&self) -> bool {
+        match &self.lease {
+            None => true,
+            Some(link) => link.acting() && self.memory_loaded == Some(link.term()),
+        }
+    }
+
     /// Judge by the p99 a Prometheus poller publishes (`--latency.source prometheus`). An answer
     /// older than three intervals, or a failed query, makes the observation stale (HOLD).
     pub fn with_external_p99(mut self, rx: watch::Receiver<Option<ExternalP99>>) -> Self {
@@ -265,6 +276,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     }
 
     async fn persist_to_lease(&self, link: &Link) -> Result<(), String> {
+        if self.memory_loaded != Some(link.term()) {
+            return Err(
+                "the state stored with the lease has not been read in this term yet".to_string(),
+            );
+        }
         let until = link
             .acting_until()
             .filter(|_| link.acting())
@@ -738,7 +754,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             },
             Ok(None) => {
                 tracing::info!(target: "decision", "no enforcer state stored in {location} yet: starting from this instance's ({})", summarize(&self.state));
+                // Nothing stored: this instance's state is the one for this term once stored.
+                self.memory_loaded = Some(link_term);
                 if !self.persist("first state stored with the lease").await {
+                    self.memory_loaded = None;
                     return Err(format!("cannot store the enforcer state in {location} yet"));
                 }
             }
@@ -826,6 +845,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
 
     /// The pause slice reached the maximum share of its period before the next cycle came.
     async fn end_pause_slice(&mut self) {
+        if !self.state_is_current() {
+            return;
+        }
         let now = self.clock.now();
         let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
         let decision = flags::end_slice(&self.policy, &self.state, now);
@@ -889,7 +911,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 .ladder
                 .pause
                 .as_ref()
-                .filter(|_| self.may_act())
+                .filter(|_| self.state_is_current())
                 .and_then(|p| p.deadline(&self.policy.ladder.pause))
                 .map(|d| Duration::from_secs_f64((d - self.clock.now()).max(0.0)));
             let next_event = async {
