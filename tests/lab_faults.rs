@@ -143,11 +143,6 @@ fn osd_flags() -> BTreeSet<String> {
         .collect()
 }
 
-fn paused() -> bool {
-    let f = osd_flags();
-    PAUSE_FLAGS.iter().all(|p| f.contains(*p))
-}
-
 fn settings_now() -> ClusterSettings {
     let config = configured_levers()
         .into_iter()
@@ -231,14 +226,20 @@ fn prepare() -> ClusterSettings {
 }
 
 fn wait_until(timeout: Duration, what: &str, pred: impl Fn() -> bool) {
-    assert!(try_wait(timeout, what, pred), "timed out after {timeout:?} waiting for {what}");
+    assert!(
+        try_wait(timeout, what, pred),
+        "timed out after {timeout:?} waiting for {what}"
+    );
 }
 
 fn try_wait(timeout: Duration, what: &str, pred: impl Fn() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if pred() {
-            eprintln!("faults: {what} after {:.0} s", start.elapsed().as_secs_f64());
+            eprintln!(
+                "faults: {what} after {:.0} s",
+                start.elapsed().as_secs_f64()
+            );
             return true;
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -248,7 +249,7 @@ fn try_wait(timeout: Duration, what: &str, pred: impl Fn() -> bool) -> bool {
 }
 
 /// Ends the row's recovery and waits for the settings to be back; the settings then (taken
-/// twice, 5 s apart, so that a late change shows).
+/// twice, 3 s apart, so that a late change shows).
 /// The client load stops first: the fault is over, and without it the recovery ends in about a
 /// minute whatever rung the enforcer holds.
 fn end_recovery_and_wait_back(
@@ -269,7 +270,7 @@ fn end_recovery_and_wait_back(
                     start.elapsed().as_secs_f64()
                 );
             }
-            std::thread::sleep(Duration::from_secs(5));
+            std::thread::sleep(Duration::from_secs(3));
             return settings_now();
         }
         std::thread::sleep(Duration::from_secs(2));
@@ -351,7 +352,11 @@ impl Instance {
         let log = dir.join(format!("{}.log", label.replace('\'', "2")));
         let file = std::fs::File::create(&log).expect("instance log file");
         let child = Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
-            .args(["serve", "--web.listen-address", &format!("127.0.0.1:{port}")])
+            .args([
+                "serve",
+                "--web.listen-address",
+                &format!("127.0.0.1:{port}"),
+            ])
             .args(args)
             .envs(lab_env())
             .stdin(Stdio::null())
@@ -739,10 +744,7 @@ impl Drop for Row {
 }
 
 /// Stops the instances still running (SIGTERM) and takes the settings after.
-fn finish(
-    instances: &mut [&mut Instance],
-    checks: &mut Vec<(String, bool)>,
-) -> ClusterSettings {
+fn finish(instances: &mut [&mut Instance], checks: &mut Vec<(String, bool)>) -> ClusterSettings {
     for i in instances.iter_mut() {
         if let Err(e) = i.terminate() {
             checks.push((e, false));
@@ -771,11 +773,17 @@ fn row_kill_during_pause(n: usize) -> Report {
     let state = row.state("A");
     let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &[]));
     lab(&REBALANCE);
-    wait_until(
-        Duration::from_secs(240),
-        "nobackfill+norecover set by A",
-        paused,
-    );
+    // The PAUSE line is written once both flags are set: killed at once, well inside the slice
+    // (a `ceph osd dump` poll takes about a second here, a slice 4 s).
+    let start = Instant::now();
+    while a.count(&["PAUSE"]) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "A never paused; its log:\n{}",
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let poller = Poller::start(&[&a]);
     poller.remove(&a);
     a.kill9();
@@ -788,7 +796,11 @@ fn row_kill_during_pause(n: usize) -> Report {
     let cleared = try_wait(
         Duration::from_secs(60),
         "A' cleared the flags A left",
-        || !osd_flags().iter().any(|f| PAUSE_FLAGS.contains(&f.as_str())),
+        || {
+            !osd_flags()
+                .iter()
+                .any(|f| PAUSE_FLAGS.contains(&f.as_str()))
+        },
     );
     let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
     let scrapes = poller.finish();
@@ -797,7 +809,10 @@ fn row_kill_during_pause(n: usize) -> Report {
             format!("A left {} set at its SIGKILL", left.join("+")),
             !left.is_empty(),
         ),
-        ("A' unset them within 60 s of its start".to_string(), cleared),
+        (
+            "A' unset them within 60 s of its start".to_string(),
+            cleared,
+        ),
         (
             "A' read A's state from the lease object".to_string(),
             a2.count(&["STATE_READ"]) > 0,
@@ -827,8 +842,7 @@ fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
     lab(&REBALANCE);
     wait_until(Duration::from_secs(240), "rung 2 held by A", || {
         configured("osd_mclock_profile").as_deref() == Some("custom")
-            && configured("osd_mclock_scheduler_background_recovery_lim").as_deref()
-                == Some("300")
+            && configured("osd_mclock_scheduler_background_recovery_lim").as_deref() == Some("300")
     });
     let poller = Poller::start(&[&a]);
     poller.remove(&a);
@@ -873,16 +887,18 @@ fn row_two_at_once(n: usize) -> Report {
     let a = Instance::spawn("A", &row.dir, &args_a);
     let b = Instance::spawn("B", &row.dir, &args_b);
     for i in [&a, &b] {
-        wait_until(Duration::from_secs(90), &format!("{} ready", i.label), || {
-            http_get(i.port, "/-/ready").0 == 200
-        });
+        wait_until(
+            Duration::from_secs(90),
+            &format!("{} ready", i.label),
+            || http_get(i.port, "/-/ready").0 == 200,
+        );
     }
     let poller = Poller::start(&[&a, &b]);
     let acted = try_wait(Duration::from_secs(180), "one of them throttled", || {
         configured("osd_mclock_profile").is_some_and(|p| p != "balanced")
     });
-    // Let them run side by side for a while (the ladder climbs meanwhile).
-    std::thread::sleep(Duration::from_secs(30));
+    // Let them run side by side for a while.
+    std::thread::sleep(Duration::from_secs(20));
     let leaders: Vec<f64> = [&a, &b]
         .iter()
         .map(|i| i.sum("ceph_recovery_budget_leader", ""))
@@ -897,7 +913,10 @@ fn row_two_at_once(n: usize) -> Report {
             (na == 0) != (nb == 0),
         ),
         (
-            format!("exactly one leader (ceph_recovery_budget_leader A {}, B {})", leaders[0], leaders[1]),
+            format!(
+                "exactly one leader (ceph_recovery_budget_leader A {}, B {})",
+                leaders[0], leaders[1]
+            ),
             leaders.iter().sum::<f64>() == 1.0,
         ),
     ];
@@ -947,7 +966,10 @@ fn row_leader_killed(n: usize) -> Report {
     let scrapes = poller.finish();
     let mut checks = vec![
         ("B stood by while A led".to_string(), standby),
-        (format!("B took over ({took_after:.0} s after the SIGKILL)"), took),
+        (
+            format!("B took over ({took_after:.0} s after the SIGKILL)"),
+            took,
+        ),
         (
             format!("B's LEASE_ACQUIRED names A ({a_name}) as previous holder"),
             named,
@@ -992,7 +1014,10 @@ fn row_mon_stopped(n: usize) -> Report {
             ),
             scrapes.status_down > 0,
         ),
-        ("A held (HOLD) while blind".to_string(), a.count(&["HOLD"]) > 0),
+        (
+            "A held (HOLD) while blind".to_string(),
+            a.count(&["HOLD"]) > 0,
+        ),
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
     Report {
@@ -1063,7 +1088,14 @@ fn row_no_write_caps(n: usize) -> Report {
     let user = User::create(
         "crb-fault-readonly",
         &row.dir,
-        &["mon", "allow r", "mgr", "allow command \"pg ls\"", "osd", "allow *"],
+        &[
+            "mon",
+            "allow r",
+            "mgr",
+            "allow command \"pg ls\"",
+            "osd",
+            "allow *",
+        ],
     );
     let mut args = enforce_args(&row.state("A"), &RUNG1);
     args.extend(user.args());
@@ -1491,6 +1523,10 @@ fn fault_matrix() {
     assert!(
         lines.iter().all(|l| l.pass),
         "rows failed: {:?}",
-        lines.iter().filter(|l| !l.pass).map(|l| l.n).collect::<Vec<_>>()
+        lines
+            .iter()
+            .filter(|l| !l.pass)
+            .map(|l| l.n)
+            .collect::<Vec<_>>()
     );
 }
