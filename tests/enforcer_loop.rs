@@ -1486,6 +1486,179 @@ async fn the_run_loop_logs_gaining_and_losing_the_lease_naming_both_holders() {
     task_b.abort();
 }
 
+/// Found by the lab's fault matrix (tests/lab_faults.rs, row 1): a new leader whose local
+/// cache holds a pause in progress (its own older episode, or the dead leader's last slice) must
+/// not end that slice, unset flags and store its cache over the state the previous leader
+/// stored, in the moment between taking the lease and reading the stored state.
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_never_acts_on_or_stores_its_local_cache_before_reading_the_stored_state() {
+    use ceph_recovery_budget::enforcer::pause::PauseState;
+    use ceph_recovery_budget::enforcer::state::LadderState;
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    // A throttles: the operator's `balanced` is stored with the lease; then A is SIGKILLed.
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("stale-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.play(ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    let stored_by_a = stored(&cluster);
+    assert_eq!(
+        stored_by_a.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
+    );
+    drop(a);
+
+    // B's local file: a pause slice of long ago, its deadline well past.
+    let wall = 1.8e9 + 200.0;
+    let stale = EnforcerState {
+        flags_set: ["nobackfill", "norecover"]
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+        ladder: LadderState {
+            rung: 3,
+            top: 3,
+            pause: Some(PauseState {
+                share: 0.5,
+                period_start: 1.8e9,
+                paused: true,
+                paused_total: 0.0,
+                paused_at: Some(1.8e9),
+                unpaused_at: None,
+            }),
+            ..LadderState::default()
+        },
+        ..EnforcerState::default()
+    };
+    let file_b = temp_state("stale-b");
+    let rig = Rig::with_actor(
+        pause_policy(&file_b),
+        stale,
+        wall,
+        Some(0.010),
+        actor.clone(),
+    );
+    let store_b = cluster.instance("b");
+    let b = rig
+        .enforcer
+        .with_lease(task::spawn(store_b.clone(), lease_config()));
+    let shared_b = b.shared();
+    // The run loop with no snapshot yet: B takes the lease when A's expires (6 s), and has
+    // read nothing stored so far.
+    let (_snap_tx, snap_rx) = tokio::sync::watch::channel(Arc::new(
+        ceph_recovery_budget::collect::Snapshot::empty(INTERVAL),
+    ));
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let task_b = tokio::spawn(b.run(snap_rx, stop));
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(shared_b.lock().unwrap().leader, Some(true));
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"],
+        "B changed nothing on its stale cache"
+    );
+    assert_eq!(
+        stored(&cluster),
+        stored_by_a,
+        "A's stored state (the operator's originals) is intact"
+    );
+    // Cut off from the lease before reading the stored state: losing it unsets no flag of the
+    // stale cache (they may be the next leader's by now).
+    store_b.set_partitioned(true);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(shared_b.lock().unwrap().leader, Some(false));
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"],
+        "B unset nothing when it lost the lease"
+    );
+    stop_tx.send(true).unwrap();
+    task_b.await.unwrap();
+    assert_eq!(stored(&cluster), stored_by_a, "nor stored at exit");
+    let _ = std::fs::remove_file(&file_b);
+}
+
+/// What is logged on this thread while the guard lives.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn start(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Found by the lab's fault matrix (row 8, the lease object refusing writes): the refusal was
+/// logged twice per cycle for as long as it lasted.
+#[tokio::test(start_paused = true)]
+async fn a_store_that_keeps_refusing_is_said_once_not_every_cycle() {
+    let captured = Captured::default();
+    let _guard = captured.start();
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let store = cluster.instance("a");
+    store.set_refuse_writes(true);
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("refuse-once")),
+        &actor,
+        store.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    a.play(ClusterState::Rebalance, true, 8).await;
+    assert!(actor.commands().is_empty(), "{:?}", actor.commands());
+    let text = captured.text();
+    assert_eq!(
+        text.matches("changes that need it first are not made")
+            .count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("no enforcer state stored in").count(),
+        1,
+        "{text}"
+    );
+    // Storage back: said, and the enforcer goes on.
+    store.set_refuse_writes(false);
+    a.play(ClusterState::Rebalance, true, 1).await;
+    assert!(
+        captured
+            .text()
+            .contains("the enforcer state is stored in fake/ceph-recovery-budget.lease again"),
+        "{}",
+        captured.text()
+    );
+}
+
 // ---- Blind (`--enforcer.blind-restore-after`, 3m by default) and settings found at start.
 
 impl Rig {

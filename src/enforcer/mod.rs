@@ -133,6 +133,9 @@ pub struct Enforcer<A, K> {
     /// The operator's originals as last stored: a change whose originals are not all there is
     /// stored first, even when `decide` planned none (its earlier store failed).
     stored_original: BTreeMap<String, Option<String>>,
+    /// The last failure to store the state with the lease: a refusal that lasts (the caps) is
+    /// retried every cycle but said once, not once per cycle.
+    store_error: Option<String>,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -167,6 +170,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             lease: None,
             memory_loaded: None,
             stored_original,
+            store_error: None,
         }
     }
 
@@ -183,6 +187,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// the lease held and renewed within its renew deadline.
     fn may_act(&self) -> bool {
         self.lease.as_ref().is_none_or(Link::acting)
+    }
+
+    /// Whether `self.state` is the state that counts: with a lease, only once the state stored
+    /// with it was read in this term. Before that the local state is a cache (of an older
+    /// episode, or of the last leader's last slice): acting on it, or storing it over the
+    /// previous leader's, would lose the operator's originals.
+    fn state_is_current(&self) -> bool {
+        match &self.lease {
+            None => true,
+            Some(link) => link.acting() && self.memory_loaded == Some(link.term()),
+        }
     }
 
     /// Judge by the p99 a Prometheus poller publishes (`--latency.source prometheus`). An answer
@@ -250,11 +265,20 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         stored
     }
 
-    async fn persist_where(&self, what: &str) -> bool {
+    async fn persist_where(&mut self, what: &str) -> bool {
         if let Some(link) = &self.lease {
+            let location = link.location().to_string();
             if let Err(e) = self.persist_to_lease(link).await {
-                tracing::error!(target: "decision", error = %e, "cannot store the enforcer state in {} ({what}); changes that need it first are not made", link.location());
+                if self.store_error.as_deref() == Some(e.as_str()) {
+                    tracing::debug!(target: "decision", error = %e, "still cannot store the enforcer state in {location} ({what})");
+                } else {
+                    tracing::error!(target: "decision", error = %e, "cannot store the enforcer state in {location} ({what}); changes that need it first are not made");
+                    self.store_error = Some(e);
+                }
                 return false;
+            }
+            if self.store_error.take().is_some() {
+                tracing::info!(target: "decision", "the enforcer state is stored in {location} again ({what})");
             }
             if let Err(e) = self.state.save(&self.policy.state_file) {
                 tracing::debug!(error = %e, "the local cache of the enforcer state was not written ({what}); the copy in the cluster is the one that counts");
@@ -275,6 +299,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     }
 
     async fn persist_to_lease(&self, link: &Link) -> Result<(), String> {
+        if self.memory_loaded != Some(link.term()) {
+            return Err(
+                "the state stored with the lease has not been read in this term yet".to_string(),
+            );
+        }
         let until = link
             .acting_until()
             .filter(|_| link.acting())
@@ -756,8 +785,14 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             },
             Ok(None) => {
-                tracing::info!(target: "decision", "no enforcer state stored in {location} yet: starting from this instance's ({})", summarize(&self.state));
+                // Said once, not again on each retry while the store keeps refusing.
+                if self.store_error.is_none() {
+                    tracing::info!(target: "decision", "no enforcer state stored in {location} yet: starting from this instance's ({})", summarize(&self.state));
+                }
+                // Nothing stored: this instance's state is the one for this term once stored.
+                self.memory_loaded = Some(link_term);
                 if !self.persist("first state stored with the lease").await {
+                    self.memory_loaded = None;
                     return Err(format!("cannot store the enforcer state in {location} yet"));
                 }
             }
@@ -779,8 +814,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// pause flags are set unsets them (fails open); everything else waits for the next leader.
     async fn on_lease_event(&mut self, event: LeaseEvent) {
         let lost = matches!(event, LeaseEvent::Lost { .. });
+        // Only flags of the state read in the term just lost: before that read, `flags_set` is
+        // the local cache's, and the flags may be another leader's now.
+        let loaded = self.memory_loaded.is_some()
+            && self.memory_loaded == self.lease.as_ref().map(Link::term);
         self.log_lease_event(event);
-        if lost && !self.state.flags_set.is_empty() {
+        if lost && loaded && !self.state.flags_set.is_empty() {
             self.clear_own_flags("LEASE_LOST").await;
         }
     }
@@ -845,6 +884,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
 
     /// The pause slice reached the maximum share of its period before the next cycle came.
     async fn end_pause_slice(&mut self) {
+        if !self.state_is_current() {
+            return;
+        }
         let now = self.clock.now();
         let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
         let decision = flags::end_slice(&self.policy, &self.state, now);
@@ -908,7 +950,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 .ladder
                 .pause
                 .as_ref()
-                .filter(|_| self.may_act())
+                .filter(|_| self.state_is_current())
                 .and_then(|p| p.deadline(&self.policy.ladder.pause))
                 .map(|d| Duration::from_secs_f64((d - self.clock.now()).max(0.0)));
             let next_event = async {

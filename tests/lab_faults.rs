@@ -1,0 +1,1532 @@
+//! The fault matrix (issue 12, point 5): each fault against the real lab cluster
+//! (scripts/ceph-lab) with the real `serve` binary in enforce mode, and one table at the end:
+//! scrapes answered during the fault, what the enforcer did (its decision log), what was left on
+//! the cluster compared with before (the lever keys of the config database's `osd` section, what
+//! the OSDs run, the OSD map flags), and a verdict. The test fails when any row leaves a
+//! difference, a flag, or an exporter that did not answer.
+//!
+//! Every row starts from a clean lab with the operator's own `osd_mclock_profile balanced` set
+//! (so that a restore that is lost shows), runs a client write load and a rebalance, and ends
+//! when recovery has ended and the settings are back (or a timeout says they are not).
+//!
+//! Run by scripts/test (about 15 minutes on the 2-core lab machine):
+//!   CRB_LAB=1 cargo test --features librados --test lab_faults -- --include-ignored --test-threads=1 --nocapture
+//! `CRB_FAULT_ROWS=1,5` runs only those rows. The table is also written to
+//! `target/fault-matrix.md`.
+#![cfg(feature = "librados")]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Config keys the enforcer's levers use (mClock and wpq), compared before and after.
+const LEVER_PREFIXES: [&str; 4] = [
+    "osd_mclock_profile",
+    "osd_mclock_scheduler_background_",
+    "osd_recovery_",
+    "osd_max_backfills",
+];
+/// The flags the enforcer's pause sets.
+const PAUSE_FLAGS: [&str; 2] = ["nobackfill", "norecover"];
+/// Decision-log events shown in the table (the rest are numbers around them).
+const SHOWN_EVENTS: [&str; 23] = [
+    "LEASE_ACQUIRED",
+    "LEASE_LOST",
+    "STANDBY",
+    "THROTTLE",
+    "ESCALATE",
+    "DESCEND",
+    "PAUSE",
+    "UNPAUSE",
+    "PAUSE_ENDED",
+    "SUSPEND",
+    "RESUME",
+    "RESTORE",
+    "BLIND",
+    "HOLD",
+    "HOLD_ENDED",
+    "OVERRIDE",
+    "UNOWNED",
+    "ACTION_FAILED",
+    "RATE_LIMITED",
+    "TAKEOVER",
+    "SHUTDOWN",
+    "STATE_READ",
+    "STORE_FAILED",
+];
+
+// ------------------------------------------------------------------------------------------
+// What is on the cluster
+// ------------------------------------------------------------------------------------------
+
+/// The operator-visible settings a fault could leave behind.
+#[derive(Debug, Clone, PartialEq)]
+struct ClusterSettings {
+    /// `who key` -> value, from `ceph config dump` (sections osd and osd.N).
+    config: BTreeMap<String, String>,
+    /// `osd.N key` -> value, from `ceph config show osd.N` (what the OSDs run).
+    running: BTreeMap<String, String>,
+    /// `ceph osd dump` flags.
+    flags: BTreeSet<String>,
+}
+
+fn is_lever(key: &str) -> bool {
+    LEVER_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+fn ceph_out(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("timeout")
+        .args(["60", "ceph"])
+        .args(args)
+        .envs(lab_env())
+        .output()
+        .map_err(|e| format!("run ceph: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "ceph {args:?}: {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Lever keys in the config database: (who, key, value).
+fn configured_levers() -> Vec<(String, String, String)> {
+    ceph_json(&["config", "dump"])
+        .as_array()
+        .expect("config dump is an array")
+        .iter()
+        .filter_map(|e| {
+            let section = e["section"].as_str()?;
+            let name = e["name"].as_str()?;
+            let mask = e["mask"].as_str().unwrap_or("");
+            let who = if mask.is_empty() {
+                section.to_string()
+            } else {
+                format!("{section}/{mask}")
+            };
+            (section.starts_with("osd") && is_lever(name)).then(|| {
+                (
+                    who,
+                    name.to_string(),
+                    e["value"].as_str().unwrap_or("").to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+fn configured(key: &str) -> Option<String> {
+    configured_levers()
+        .into_iter()
+        .find(|(who, k, _)| who == "osd" && k == key)
+        .map(|(_, _, v)| v)
+}
+
+fn osd_flags() -> BTreeSet<String> {
+    ceph_json(&["osd", "dump"])["flags"]
+        .as_str()
+        .unwrap_or_default()
+        .split(',')
+        .filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn settings_now() -> ClusterSettings {
+    let config = configured_levers()
+        .into_iter()
+        .map(|(who, k, v)| (format!("{who} {k}"), v))
+        .collect();
+    let mut running = BTreeMap::new();
+    for osd in 0..4 {
+        let daemon = format!("osd.{osd}");
+        let shown = ceph_json(&["config", "show", &daemon]);
+        for e in shown.as_array().into_iter().flatten() {
+            let (Some(name), Some(value)) = (e["name"].as_str(), e["value"].as_str()) else {
+                continue;
+            };
+            // The capacity is the lab's own setting (ceph.conf), not a lever.
+            if is_lever(name) && !name.starts_with("osd_mclock_max_capacity") {
+                running.insert(format!("{daemon} {name}"), value.to_string());
+            }
+        }
+    }
+    ClusterSettings {
+        config,
+        running,
+        flags: osd_flags(),
+    }
+}
+
+/// The differences, one phrase each; empty when the same.
+fn diff(before: &ClusterSettings, after: &ClusterSettings) -> Vec<String> {
+    fn maps(
+        what: &str,
+        a: &BTreeMap<String, String>,
+        b: &BTreeMap<String, String>,
+        out: &mut Vec<String>,
+    ) {
+        let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        for k in keys {
+            let (x, y) = (a.get(k), b.get(k));
+            if x != y {
+                out.push(format!(
+                    "{what} {k}: {} -> {}",
+                    x.map_or("(unset)", String::as_str),
+                    y.map_or("(unset)", String::as_str)
+                ));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    maps("config", &before.config, &after.config, &mut out);
+    maps("running", &before.running, &after.running, &mut out);
+    for f in after.flags.difference(&before.flags) {
+        out.push(format!("flag {f} set"));
+    }
+    for f in before.flags.difference(&after.flags) {
+        out.push(format!("flag {f} gone"));
+    }
+    out
+}
+
+/// A clean lab, nothing of an earlier row left, the operator's `balanced` set and running:
+/// the "before" of a row.
+fn prepare() -> ClusterSettings {
+    lab(&["start"]);
+    lab(&["rebalance-stop"]);
+    forget_lease();
+    for (who, key, _) in configured_levers() {
+        ceph(&["config", "rm", &who, &key]);
+    }
+    for flag in PAUSE_FLAGS.iter().chain(&["noout"]) {
+        ceph(&["osd", "unset", flag]);
+    }
+    lab(&["wait-clean", "600"]);
+    // The operator's own choice, which every row must leave as it found it.
+    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
+    wait_until(Duration::from_secs(60), "the OSDs run balanced", || {
+        (0..4).all(|o| {
+            ceph_out(&["config", "show", &format!("osd.{o}"), "osd_mclock_profile"])
+                .is_ok_and(|v| v.trim() == "balanced")
+        })
+    });
+    settings_now()
+}
+
+fn wait_until(timeout: Duration, what: &str, pred: impl Fn() -> bool) {
+    assert!(
+        try_wait(timeout, what, pred),
+        "timed out after {timeout:?} waiting for {what}"
+    );
+}
+
+fn try_wait(timeout: Duration, what: &str, pred: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if pred() {
+            eprintln!(
+                "faults: {what} after {:.0} s",
+                start.elapsed().as_secs_f64()
+            );
+            return true;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!("faults: NOT {what} within {timeout:?}");
+    false
+}
+
+/// Ends the row's recovery and waits for the settings to be back; the settings then (taken
+/// twice, 3 s apart, so that a late change shows).
+/// The client load stops first: the fault is over, and without it the recovery ends in about a
+/// minute whatever rung the enforcer holds.
+fn end_recovery_and_wait_back(
+    before: &ClusterSettings,
+    load: Load,
+    timeout: Duration,
+) -> ClusterSettings {
+    drop(load);
+    lab(&["rebalance-stop"]);
+    lab(&["wait-clean", "900"]);
+    let start = Instant::now();
+    loop {
+        let now = settings_now();
+        if now == *before || start.elapsed() > timeout {
+            if now == *before {
+                eprintln!(
+                    "faults: settings back {:.0} s after clean",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            std::thread::sleep(Duration::from_secs(3));
+            return settings_now();
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The exporter instances
+// ------------------------------------------------------------------------------------------
+
+/// A `serve` whose stderr (its decision log) goes to a file, so that what a SIGKILLed instance
+/// did can still be read.
+struct Instance {
+    label: String,
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    ended: Option<String>,
+}
+
+/// The common enforce-mode flags: short windows, a 1 ms baseline (any recovery with client
+/// writes breaches), short lease, quick ladder.
+fn enforce_args(state_file: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--collect.interval",
+        "2s",
+        "--latency.window",
+        "10s",
+        "--recovery.window",
+        "10s",
+        "--enforcer.mode",
+        "enforce",
+        "--enforcer.baseline",
+        "1ms",
+        "--enforcer.for",
+        "4s",
+        "--enforcer.latency-window",
+        "10s",
+        "--enforcer.min-interval",
+        "5s",
+        "--enforcer.settle",
+        "10s",
+        "--enforcer.ladder-settle",
+        "10s",
+        "--enforcer.pause-period",
+        "10s",
+        "--enforcer.max-changes-per-hour",
+        "100",
+        "--enforcer.recovery-limits",
+        "300",
+        // The pause bounded, so that recovery ends within the row's minutes.
+        "--enforcer.pause-max-total",
+        "20s",
+        "--log.format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--enforcer.state-file".into());
+    args.push(state_file.display().to_string());
+    args.extend(SHORT_LEASE.iter().map(|s| s.to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+impl Instance {
+    fn start(label: &str, dir: &Path, args: &[String]) -> Self {
+        let i = Self::spawn(label, dir, args);
+        let ok = try_wait(Duration::from_secs(90), &format!("{label} ready"), || {
+            http_get(i.port, "/-/ready").0 == 200
+        });
+        assert!(ok, "{label} not ready; its log:\n{}", i.log_text());
+        i
+    }
+
+    fn spawn(label: &str, dir: &Path, args: &[String]) -> Self {
+        let port = free_port();
+        let log = dir.join(format!("{}.log", label.replace('\'', "2")));
+        let file = std::fs::File::create(&log).expect("instance log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
+            .args([
+                "serve",
+                "--web.listen-address",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args(args)
+            .envs(lab_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start serve");
+        eprintln!("faults: {label} started (pid {}, port {port})", child.id());
+        Instance {
+            label: label.to_string(),
+            child,
+            port,
+            log,
+            ended: None,
+        }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        eprintln!("faults: {} SIGKILLed", self.label);
+        self.ended = Some("SIGKILL".into());
+    }
+
+    /// SIGTERM and wait (the exit hands back whatever it still holds).
+    fn terminate(&mut self) -> Result<(), String> {
+        if self.ended.is_some() {
+            return Ok(());
+        }
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.ended = Some("SIGTERM".into());
+                return if status.success() {
+                    Ok(())
+                } else {
+                    Err(format!("{} exited {status} on SIGTERM", self.label))
+                };
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                self.kill9();
+                return Err(format!("{} ignored SIGTERM for 60 s", self.label));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The decision-log lines (JSON logs), in order.
+    fn decisions(&self) -> Vec<Decision> {
+        self.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["target"] == "decision")
+            .map(|v| {
+                let message = v["message"].as_str().unwrap_or("").to_string();
+                Decision {
+                    event: v["event"]
+                        .as_str()
+                        .map(str::to_string)
+                        .or_else(|| event_of(&message)),
+                    performed: v["performed"].as_bool().unwrap_or(false),
+                    message,
+                }
+            })
+            .collect()
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.decisions().into_iter().map(|d| d.message).collect()
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.decisions()
+            .into_iter()
+            .filter_map(|d| d.event)
+            .collect()
+    }
+
+    fn count(&self, events: &[&str]) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| events.contains(&e.as_str()))
+            .count()
+    }
+
+    /// Changes it made on the cluster (decisions carried out).
+    fn performed(&self) -> usize {
+        self.decisions().iter().filter(|d| d.performed).count()
+    }
+
+    /// The lease instance name it announced at start.
+    fn lease_name(&self) -> Option<String> {
+        let log = self.log_text();
+        let rest = log.split_once("this instance is ")?.1;
+        Some(rest.split_once("; it watches")?.0.to_string())
+    }
+
+    fn metrics(&self) -> Option<Metrics> {
+        let (code, body) = http_get(self.port, "/metrics");
+        (code == 200).then(|| Metrics::parse(&body))
+    }
+
+    /// The sum of a metric's series whose labels contain `label`.
+    fn sum(&self, name: &str, label: &str) -> f64 {
+        self.metrics()
+            .map(|m| {
+                m.with_prefix(name)
+                    .iter()
+                    .filter(|(k, _)| {
+                        (*k == name || k.starts_with(&format!("{name}{{"))) && k.contains(label)
+                    })
+                    .map(|(_, v)| v)
+                    .sum()
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// `A: LEASE_ACQUIRED, THROTTLE, ESCALATE x2, PAUSE; SIGKILL`.
+    fn summary(&self) -> String {
+        let mut parts: Vec<(String, usize)> = Vec::new();
+        for e in self.events() {
+            if !SHOWN_EVENTS.contains(&e.as_str()) {
+                continue;
+            }
+            match parts.last_mut() {
+                Some((last, n)) if *last == e => *n += 1,
+                _ => parts.push((e, 1)),
+            }
+        }
+        let mut text: Vec<String> = parts
+            .into_iter()
+            .map(|(e, n)| if n > 1 { format!("{e} x{n}") } else { e })
+            .collect();
+        if text.is_empty() {
+            text.push("nothing".into());
+        }
+        let end = match self.ended.as_deref() {
+            Some("SIGKILL") => "; SIGKILL",
+            _ => "",
+        };
+        format!("{}: {}{end}", self.label, text.join(", "))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One line of an instance's decision log.
+struct Decision {
+    event: Option<String>,
+    performed: bool,
+    message: String,
+}
+
+/// A name for the decision-log lines that are not records with an `event` field.
+fn event_of(message: &str) -> Option<String> {
+    if message.starts_with("state read from") {
+        return Some("STATE_READ".into());
+    }
+    if message.starts_with("cannot store the enforcer state") {
+        return Some("STORE_FAILED".into());
+    }
+    // `SHUTDOWN: ...`, `TAKEOVER: ...`, `HOLD: ...`
+    let (word, _) = message.split_once(": ")?;
+    (word.len() >= 3 && word.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .then(|| word.to_string())
+}
+
+// ------------------------------------------------------------------------------------------
+// Scrapes, load, users, wrappers
+// ------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Scrapes {
+    total: u32,
+    answered: u32,
+    /// Answered with `collector_up{collector="status"} 0`.
+    status_down: u32,
+}
+
+/// Scrapes `/metrics` of every live instance about once a second from a thread.
+struct Poller {
+    ports: Arc<Mutex<Vec<u16>>>,
+    stats: Arc<Mutex<Scrapes>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Poller {
+    fn start(instances: &[&Instance]) -> Self {
+        let ports = Arc::new(Mutex::new(
+            instances.iter().map(|i| i.port).collect::<Vec<_>>(),
+        ));
+        let stats = Arc::new(Mutex::new(Scrapes::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (ports, stats, stop) = (ports.clone(), stats.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let live = ports.lock().map(|p| p.clone()).unwrap_or_default();
+                    for port in live {
+                        let (code, body) = http_get(port, "/metrics");
+                        // Killed meanwhile: not counted against it.
+                        if !ports.lock().map(|p| p.contains(&port)).unwrap_or(false) {
+                            continue;
+                        }
+                        if let Ok(mut s) = stats.lock() {
+                            s.total += 1;
+                            if code == 200 {
+                                s.answered += 1;
+                                if body.contains(
+                                    "ceph_recovery_budget_collector_up{collector=\"status\"} 0",
+                                ) {
+                                    s.status_down += 1;
+                                }
+                            }
+                        }
+                    }
+                    let spent = started.elapsed();
+                    if spent < Duration::from_secs(1) {
+                        std::thread::sleep(Duration::from_secs(1) - spent);
+                    }
+                }
+            })
+        };
+        Poller {
+            ports,
+            stats,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn add(&self, i: &Instance) {
+        if let Ok(mut p) = self.ports.lock() {
+            p.push(i.port);
+        }
+    }
+
+    /// Before it is killed: its scrapes stop counting.
+    fn remove(&self, i: &Instance) {
+        if let Ok(mut p) = self.ports.lock() {
+            p.retain(|x| *x != i.port);
+        }
+    }
+
+    fn finish(mut self) -> Scrapes {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Client writes (the runbook fio) in their own process group, stopped by its id on drop.
+struct Load(Child);
+
+impl Load {
+    fn start() -> Self {
+        let child = Command::new(repo().join("scripts/ceph-lab"))
+            .args(["fio-load", "1200"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start fio-load");
+        Load(child)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let pgid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+/// A cephx user for one row, removed on drop.
+struct User {
+    name: String,
+    keyring: PathBuf,
+}
+
+impl User {
+    fn create(id: &str, dir: &Path, caps: &[&str]) -> Self {
+        let name = format!("client.{id}");
+        let keyring = dir.join(format!("{id}.keyring"));
+        let _ = ceph_out(&["auth", "rm", &name]);
+        let mut args = vec!["auth", "get-or-create", &name];
+        args.extend_from_slice(caps);
+        let k = keyring.display().to_string();
+        args.extend(["-o", &k]);
+        ceph(&args);
+        User { name, keyring }
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--ceph-name".into(),
+            self.name.clone(),
+            "--ceph-keyring".into(),
+            self.keyring.display().to_string(),
+        ]
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = ceph_out(&["auth", "rm", &self.name]);
+    }
+}
+
+/// Writes an executable script.
+fn script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+// ------------------------------------------------------------------------------------------
+// Rows
+// ------------------------------------------------------------------------------------------
+
+/// What one row found.
+struct Report {
+    scrapes: Scrapes,
+    /// Why some scrapes do not count, or what they showed.
+    scrape_note: String,
+    did: String,
+    before: ClusterSettings,
+    /// At the row's end, the instances still running.
+    after: ClusterSettings,
+    /// After they were stopped (SIGTERM): nothing more may change.
+    after_exit: ClusterSettings,
+    /// Row-specific expectations: (what, held).
+    checks: Vec<(String, bool)>,
+}
+
+/// Shared by the rows: a temp dir and the instance that ends the row.
+struct Row {
+    dir: PathBuf,
+}
+
+impl Row {
+    fn new(n: usize) -> Self {
+        let dir = std::env::temp_dir().join(format!("crb-faults-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("row dir");
+        Row { dir }
+    }
+
+    fn state(&self, name: &str) -> PathBuf {
+        let d = self.dir.join(name);
+        std::fs::create_dir_all(&d).expect("state dir");
+        d.join("state.json")
+    }
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        // CRB_FAULT_KEEP=1 keeps the instances' logs and wrappers for a look afterwards.
+        if std::env::var("CRB_FAULT_KEEP").is_err() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Stops the instances still running (SIGTERM) and takes the settings after.
+fn finish(instances: &mut [&mut Instance], checks: &mut Vec<(String, bool)>) -> ClusterSettings {
+    for i in instances.iter_mut() {
+        if let Err(e) = i.terminate() {
+            checks.push((e, false));
+        }
+    }
+    settings_now()
+}
+
+fn did(instances: &[&Instance]) -> String {
+    instances
+        .iter()
+        .map(|i| i.summary())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+const REBALANCE: [&str; 3] = ["rebalance-start", "3", "0.8"];
+/// Rows whose point is not the ladder stay on rung 1: a recovery under rung 2's limit takes
+/// minutes to end.
+const RUNG1: [&str; 2] = ["--enforcer.max-rung", "1"];
+
+fn row_kill_during_pause(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let state = row.state("A");
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &[]));
+    lab(&REBALANCE);
+    // The PAUSE line is written once both flags are set: killed at once, well inside the slice
+    // (a `ceph osd dump` poll takes about a second here, a slice 4 s).
+    let start = Instant::now();
+    while a.count(&["PAUSE"]) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "A never paused; its log:\n{}",
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let poller = Poller::start(&[&a]);
+    poller.remove(&a);
+    a.kill9();
+    let left: Vec<String> = osd_flags()
+        .into_iter()
+        .filter(|f| PAUSE_FLAGS.contains(&f.as_str()))
+        .collect();
+    let mut a2 = Instance::start("A'", &row.dir, &enforce_args(&state, &[]));
+    poller.add(&a2);
+    let cleared = try_wait(
+        Duration::from_secs(60),
+        "A' cleared the flags A left",
+        || {
+            !osd_flags()
+                .iter()
+                .any(|f| PAUSE_FLAGS.contains(&f.as_str()))
+        },
+    );
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let mut checks = vec![
+        (
+            format!("A left {} set at its SIGKILL", left.join("+")),
+            !left.is_empty(),
+        ),
+        (
+            "A' unset them within 60 s of its start".to_string(),
+            cleared,
+        ),
+        (
+            "A' read A's state from the lease object".to_string(),
+            a2.count(&["STATE_READ"]) > 0,
+        ),
+    ];
+    let after_exit = finish(&mut [&mut a2], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: "A not counted once killed; A' from its start".into(),
+        did: did(&[&a, &a2]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let mut a = Instance::start(
+        "A",
+        &row.dir,
+        &enforce_args(&row.state("A"), &["--enforcer.max-rung", "2"]),
+    );
+    lab(&REBALANCE);
+    wait_until(Duration::from_secs(240), "rung 2 held by A", || {
+        configured("osd_mclock_profile").as_deref() == Some("custom")
+            && configured("osd_mclock_scheduler_background_recovery_lim").as_deref() == Some("300")
+    });
+    let poller = Poller::start(&[&a]);
+    poller.remove(&a);
+    a.kill9();
+    // Another machine: an empty directory, nothing but the lease object to go by.
+    let mut b = Instance::start(
+        "B",
+        &row.dir,
+        &enforce_args(&row.state("B-empty"), &["--enforcer.max-rung", "2"]),
+    );
+    poller.add(&b);
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let read = b
+        .messages()
+        .iter()
+        .any(|m| m.starts_with("state read from") && m.contains("custom"));
+    let mut checks = vec![(
+        "B read A's rung-2 state (custom profile) from the lease object".to_string(),
+        read,
+    )];
+    let after_exit = finish(&mut [&mut b], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: "A not counted once killed; B from its start".into(),
+        did: did(&[&a, &b]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_two_at_once(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    lab(&REBALANCE);
+    let args_a = enforce_args(&row.state("A"), &RUNG1);
+    let args_b = enforce_args(&row.state("B"), &RUNG1);
+    // Started together: both spawned before either is waited for.
+    let a = Instance::spawn("A", &row.dir, &args_a);
+    let b = Instance::spawn("B", &row.dir, &args_b);
+    for i in [&a, &b] {
+        wait_until(
+            Duration::from_secs(90),
+            &format!("{} ready", i.label),
+            || http_get(i.port, "/-/ready").0 == 200,
+        );
+    }
+    let poller = Poller::start(&[&a, &b]);
+    let acted = try_wait(Duration::from_secs(180), "one of them throttled", || {
+        configured("osd_mclock_profile").is_some_and(|p| p != "balanced")
+    });
+    // Let them run side by side for a while.
+    std::thread::sleep(Duration::from_secs(20));
+    let leaders: Vec<f64> = [&a, &b]
+        .iter()
+        .map(|i| i.sum("ceph_recovery_budget_leader", ""))
+        .collect();
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let (na, nb) = (a.performed(), b.performed());
+    let mut checks = vec![
+        ("one of them throttled".to_string(), acted),
+        (
+            format!("only one acted (changes: A {na}, B {nb})"),
+            (na == 0) != (nb == 0),
+        ),
+        (
+            format!(
+                "exactly one leader (ceph_recovery_budget_leader A {}, B {})",
+                leaders[0], leaders[1]
+            ),
+            leaders.iter().sum::<f64>() == 1.0,
+        ),
+    ];
+    let (mut a, mut b) = (a, b);
+    let after_exit = finish(&mut [&mut a, &mut b], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: format!("both; config changes A {na}, B {nb}"),
+        did: did(&[&a, &b]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_leader_killed(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&row.state("A"), &RUNG1));
+    wait_until(Duration::from_secs(30), "A leads", || {
+        a.sum("ceph_recovery_budget_leader", "") == 1.0
+    });
+    let mut b = Instance::start("B", &row.dir, &enforce_args(&row.state("B"), &RUNG1));
+    let standby = try_wait(Duration::from_secs(30), "B standby", || {
+        b.count(&["STANDBY"]) > 0 && b.sum("ceph_recovery_budget_leader", "") == 0.0
+    });
+    lab(&REBALANCE);
+    wait_until(Duration::from_secs(180), "A throttled", || {
+        configured("osd_mclock_profile").as_deref() == Some("high_client_ops")
+    });
+    let poller = Poller::start(&[&a, &b]);
+    poller.remove(&a);
+    let killed_at = Instant::now();
+    a.kill9();
+    let took = try_wait(Duration::from_secs(30), "B leads", || {
+        b.sum("ceph_recovery_budget_leader", "") == 1.0
+    });
+    let took_after = killed_at.elapsed().as_secs_f64();
+    let a_name = a.lease_name().unwrap_or_default();
+    let named = b
+        .messages()
+        .iter()
+        .any(|m| m.starts_with("LEASE_ACQUIRED") && !a_name.is_empty() && m.contains(&a_name));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let mut checks = vec![
+        ("B stood by while A led".to_string(), standby),
+        (
+            format!("B took over ({took_after:.0} s after the SIGKILL)"),
+            took,
+        ),
+        (
+            format!("B's LEASE_ACQUIRED names A ({a_name}) as previous holder"),
+            named,
+        ),
+        (
+            "A was the only one to act before the kill".to_string(),
+            b.count(&["THROTTLE"]) == 0,
+        ),
+    ];
+    let after_exit = finish(&mut [&mut b], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: format!("A not counted once killed; B took over {took_after:.0} s after it"),
+        did: did(&[&a, &b]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_mon_stopped(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&row.state("A"), &RUNG1));
+    lab(&REBALANCE);
+    wait_until(Duration::from_secs(180), "A throttled", || {
+        configured("osd_mclock_profile").as_deref() == Some("high_client_ops")
+    });
+    let poller = Poller::start(&[&a]);
+    lab(&["mon-stop"]);
+    std::thread::sleep(Duration::from_secs(60));
+    lab(&["mon-start"]);
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let mut checks = vec![
+        (
+            format!(
+                "collector_up{{collector=\"status\"}} 0 while the mon was down ({} scrapes)",
+                scrapes.status_down
+            ),
+            scrapes.status_down > 0,
+        ),
+        (
+            "A held (HOLD) while blind".to_string(),
+            a.count(&["HOLD"]) > 0,
+        ),
+    ];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: format!("collector_up 0 in {}", scrapes.status_down),
+        did: did(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_osd_killed(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&row.state("A"), &RUNG1));
+    lab(&REBALANCE);
+    wait_until(Duration::from_secs(180), "A throttled", || {
+        configured("osd_mclock_profile").as_deref() == Some("high_client_ops")
+    });
+    let poller = Poller::start(&[&a]);
+    lab(&["osd-kill", "2"]);
+    let suspended = try_wait(Duration::from_secs(120), "A suspended", || {
+        configured("osd_mclock_profile").as_deref() == Some("high_recovery_ops")
+    });
+    lab(&["osd-start", "2"]);
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let mut checks = vec![(
+        "high_recovery_ops while PGs were undersized (SUSPEND)".to_string(),
+        suspended,
+    )];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: did(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+/// Watches the settings during a window: true when they never differed from `before`.
+fn unchanged_for(before: &ClusterSettings, window: Duration) -> bool {
+    let start = Instant::now();
+    let mut same = true;
+    while start.elapsed() < window {
+        let now = settings_now();
+        if now != *before {
+            eprintln!("faults: changed meanwhile: {:?}", diff(before, &now));
+            same = false;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    same
+}
+
+fn row_no_write_caps(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    // The exporter's documented read-only caps (docs/deployment.md): everything it reads, the
+    // lease included (osd 'allow *'), and no `config set` or `osd set`.
+    let user = User::create(
+        "crb-fault-readonly",
+        &row.dir,
+        &[
+            "mon",
+            "allow r",
+            "mgr",
+            "allow command \"pg ls\"",
+            "osd",
+            "allow *",
+        ],
+    );
+    let mut args = enforce_args(&row.state("A"), &RUNG1);
+    args.extend(user.args());
+    let mut a = Instance::start("A", &row.dir, &args);
+    let poller = Poller::start(&[&a]);
+    lab(&REBALANCE);
+    let refused = try_wait(Duration::from_secs(180), "A's change refused", || {
+        a.log_text().contains("permission_denied") || a.log_text().contains("EACCES")
+    });
+    let same = unchanged_for(&before, Duration::from_secs(15));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60));
+    let scrapes = poller.finish();
+    let log = a.log_text();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("permission_denied") || l.contains("EACCES"))
+        .count();
+    let mut checks = vec![
+        (format!("permission denied named ({lines} lines)"), refused),
+        ("nothing changed during the recovery".to_string(), same),
+    ];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    drop(user);
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: format!("{}; {lines} permission_denied lines", did(&[&a])),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_state_refused(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    // The lease's librados connection runs as a user whose caps allow the lock (`x`: class
+    // read and write) but not writing the object's data; everything else goes through a
+    // --ceph-cmd wrapper as the lab's admin (it drops --name/--keyring), because `tell osd.*`
+    // needs osd 'allow *', which would allow the write too.
+    let user = User::create(
+        "crb-fault-nostore",
+        &row.dir,
+        &[
+            "mon",
+            "allow r",
+            "osd",
+            "allow rx pool=device_health_metrics object_prefix ceph-recovery-budget",
+        ],
+    );
+    let wrapper = row.dir.join("ceph-as-admin");
+    script(
+        &wrapper,
+        "#!/usr/bin/env bash\n\
+         # The lab's ceph as its admin: the --name/--keyring given are the lease's.\n\
+         args=()\n\
+         while (($#)); do\n\
+         \x20 case $1 in\n\
+         \x20   --name|--keyring) shift 2 ;;\n\
+         \x20   *) args+=(\"$1\"); shift ;;\n\
+         \x20 esac\n\
+         done\n\
+         exec ceph \"${args[@]}\"\n",
+    );
+    let w = wrapper.display().to_string();
+    let mut args = enforce_args(&row.state("A"), &["--ceph-cmd", &w, RUNG1[0], RUNG1[1]]);
+    args.extend(user.args());
+    let mut a = Instance::start("A", &row.dir, &args);
+    let poller = Poller::start(&[&a]);
+    lab(&REBALANCE);
+    let held = try_wait(Duration::from_secs(120), "A holds: cannot store", || {
+        a.log_text().contains("cannot store the enforcer state")
+    });
+    let same = unchanged_for(&before, Duration::from_secs(20));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60));
+    let scrapes = poller.finish();
+    let leader = a.sum("ceph_recovery_budget_leader", "");
+    let mut checks = vec![
+        ("A said it cannot store its state (HOLD)".to_string(), held),
+        ("nothing changed during the recovery".to_string(), same),
+    ];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    drop(user);
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: format!("{} (leader metric {leader})", did(&[&a])),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+/// The fault window of the wrapper rows: while `fault` exists the wrapper misbehaves.
+fn wrapper_row(
+    n: usize,
+    body: &str,
+    extra: &[&str],
+    window: Duration,
+    check: impl Fn(&Instance) -> Vec<(String, bool)>,
+    note: &str,
+) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let load = Load::start();
+    let wrapper = row.dir.join("ceph-wrapper");
+    let fault = row.dir.join("fault");
+    script(
+        &wrapper,
+        &format!(
+            "#!/usr/bin/env bash\ndir={}\n[[ -e $dir/fault ]] || exec ceph \"$@\"\n{body}",
+            row.dir.display()
+        ),
+    );
+    let w = wrapper.display().to_string();
+    let mut args = enforce_args(&row.state("A"), &["--ceph-cmd", &w, RUNG1[0], RUNG1[1]]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut a = Instance::start("A", &row.dir, &args);
+    lab(&REBALANCE);
+    wait_until(Duration::from_secs(180), "A throttled", || {
+        configured("osd_mclock_profile").as_deref() == Some("high_client_ops")
+    });
+    let poller = Poller::start(&[&a]);
+    std::fs::write(&fault, "").expect("fault on");
+    std::thread::sleep(window);
+    let _ = std::fs::remove_file(&fault);
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let scrapes = poller.finish();
+    let mut checks = check(&a);
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    Report {
+        scrapes,
+        scrape_note: note.to_string(),
+        did: did(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn row_reply_over_cap(n: usize) -> Report {
+    // The real `ceph status` followed by 2 MiB of spaces: valid JSON, over the 1 MiB cap.
+    let body = "if [[ $1 == status ]]; then\n\
+                \x20 ceph \"$@\" || exit\n\
+                \x20 head -c 2097152 /dev/zero | tr '\\0' ' '\n\
+                \x20 exit 0\n\
+                fi\n\
+                exec ceph \"$@\"\n";
+    wrapper_row(
+        n,
+        body,
+        &[
+            "--ceph.max-reply-bytes",
+            "1MiB",
+            "--enforcer.blind-restore-after",
+            "20s",
+        ],
+        Duration::from_secs(40),
+        |a| {
+            let too_large = a.sum(
+                "ceph_recovery_budget_collector_errors_total",
+                "reason=\"too_large\"",
+            );
+            vec![
+                (
+                    format!("errors counted as too_large ({too_large})"),
+                    too_large > 0.0,
+                ),
+                (
+                    "blind 20 s: the operator's profile restored (BLIND)".to_string(),
+                    a.count(&["BLIND"]) > 0,
+                ),
+            ]
+        },
+        "`ceph status` over the cap for 40 s",
+    )
+}
+
+fn row_garbage(n: usize) -> Report {
+    // Every other call binary garbage, the others the real JSON cut in half; the command runs
+    // for real (a write is made, only its answer is spoiled).
+    let body = "n=$(( $(cat \"$dir/calls\" 2>/dev/null || echo 0) + 1 ))\n\
+                echo \"$n\" >\"$dir/calls\"\n\
+                out=$(ceph \"$@\")\n\
+                rc=$?\n\
+                if (( n % 2 )); then\n\
+                \x20 head -c 512 /dev/urandom\n\
+                else\n\
+                \x20 printf '%s' \"$out\" | head -c $(( ${#out} / 2 ))\n\
+                fi\n\
+                exit $rc\n";
+    wrapper_row(
+        n,
+        body,
+        &[],
+        Duration::from_secs(30),
+        |a| {
+            let parse = a.sum(
+                "ceph_recovery_budget_collector_errors_total",
+                "reason=\"parse\"",
+            );
+            vec![
+                (format!("errors counted as parse ({parse})"), parse > 0.0),
+                ("A held (HOLD)".to_string(), a.count(&["HOLD"]) > 0),
+            ]
+        },
+        "garbage/truncated replies for 30 s",
+    )
+}
+
+// ------------------------------------------------------------------------------------------
+// The matrix
+// ------------------------------------------------------------------------------------------
+
+type RowFn = fn(usize) -> Report;
+
+const ROWS: [(&str, RowFn); 10] = [
+    (
+        "SIGKILL during a pause slice, then restart (same local dir)",
+        row_kill_during_pause,
+    ),
+    (
+        "SIGKILL while rung 2 holds, then a new instance with an empty local dir",
+        row_kill_at_rung2_empty_dir,
+    ),
+    (
+        "two enforcers started together during a rebalance",
+        row_two_at_once,
+    ),
+    (
+        "the leader SIGKILLed during a rebalance, the standby takes over",
+        row_leader_killed,
+    ),
+    ("mon stopped for 60 s during recovery", row_mon_stopped),
+    (
+        "an OSD killed (SIGKILL, marked down) while throttled",
+        row_osd_killed,
+    ),
+    (
+        "a cephx user without write caps in enforce mode",
+        row_no_write_caps,
+    ),
+    (
+        "the state storage refusing writes (lock allowed, write not)",
+        row_state_refused,
+    ),
+    (
+        "a reply over the cap (--ceph.max-reply-bytes 1MiB)",
+        row_reply_over_cap,
+    ),
+    ("garbage and truncated JSON from `ceph`", row_garbage),
+];
+
+struct Line {
+    n: usize,
+    fault: String,
+    scrapes: String,
+    did: String,
+    left: String,
+    verdict: String,
+    pass: bool,
+    seconds: u64,
+}
+
+fn judge(n: usize, fault: &str, r: Report, seconds: u64) -> Line {
+    let mut problems = Vec::new();
+    let left = diff(&r.before, &r.after);
+    let left_exit = diff(&r.after, &r.after_exit);
+    let our_flags: Vec<&String> = r
+        .after_exit
+        .flags
+        .iter()
+        .filter(|f| PAUSE_FLAGS.contains(&f.as_str()) && !r.before.flags.contains(*f))
+        .collect();
+    if !left.is_empty() {
+        problems.push("settings not as before".to_string());
+    }
+    if !left_exit.is_empty() {
+        problems.push("changed at exit".to_string());
+    }
+    if !our_flags.is_empty() {
+        problems.push(format!("flags left: {our_flags:?}"));
+    }
+    let s = r.scrapes;
+    if s.total == 0 || s.answered != s.total {
+        problems.push(format!("scrapes answered {}/{}", s.answered, s.total));
+    }
+    for (what, ok) in &r.checks {
+        if !ok {
+            problems.push(what.clone());
+        }
+    }
+    let mut left_text = if left.is_empty() {
+        "same as before".to_string()
+    } else {
+        left.join("; ")
+    };
+    if !left_exit.is_empty() {
+        left_text.push_str(&format!("; at exit: {}", left_exit.join("; ")));
+    }
+    let checks: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|(_, ok)| *ok)
+        .map(|(w, _)| w.as_str())
+        .collect();
+    let pass = problems.is_empty();
+    Line {
+        n,
+        fault: fault.to_string(),
+        scrapes: if r.scrape_note.is_empty() {
+            format!("{}/{}", s.answered, s.total)
+        } else {
+            format!("{}/{} ({})", s.answered, s.total, r.scrape_note)
+        },
+        did: r.did,
+        left: left_text,
+        verdict: if pass {
+            format!("PASS ({})", checks.join("; "))
+        } else {
+            format!("FAIL: {}", problems.join("; "))
+        },
+        pass,
+        seconds,
+    }
+}
+
+fn table(lines: &[Line], total: Duration) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::from(
+        "| # | fault | scrapes answered during it / total | what the enforcer did | left on the cluster afterwards vs before | verdict |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for l in lines {
+        out.push_str(&format!(
+            "| {} | {} ({} s) | {} | {} | {} | {} |\n",
+            l.n,
+            cell(&l.fault),
+            l.seconds,
+            cell(&l.scrapes),
+            cell(&l.did),
+            cell(&l.left),
+            cell(&l.verdict)
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} of {} rows passed in {:.1} minutes.\n",
+        lines.iter().filter(|l| l.pass).count(),
+        lines.len(),
+        total.as_secs_f64() / 60.0
+    ));
+    out
+}
+
+fn selected_rows() -> Vec<usize> {
+    match std::env::var("CRB_FAULT_ROWS") {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..10"))
+            .collect(),
+        _ => (1..=ROWS.len()).collect(),
+    }
+}
+
+#[test]
+#[ignore = "needs the lab cluster: scripts/test runs it"]
+fn fault_matrix() {
+    assert!(
+        lab_enabled(),
+        "set CRB_LAB=1 after scripts/ceph-lab start (scripts/test does both)"
+    );
+    lab(&["start"]);
+    lab(&["fill"]);
+    let started = Instant::now();
+    let mut lines = Vec::new();
+    for n in selected_rows() {
+        let (fault, run) = ROWS[n - 1];
+        eprintln!("\nfaults: === row {n}: {fault}");
+        let t = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(n)));
+        let seconds = t.elapsed().as_secs();
+        let line = match result {
+            Ok(report) => judge(n, fault, report, seconds),
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panicked".into());
+                Line {
+                    n,
+                    fault: fault.to_string(),
+                    scrapes: "-".into(),
+                    did: "-".into(),
+                    left: "(row aborted)".into(),
+                    verdict: format!("FAIL: {why}"),
+                    pass: false,
+                    seconds,
+                }
+            }
+        };
+        eprintln!("faults: row {n}: {} ({} s)", line.verdict, line.seconds);
+        lines.push(line);
+    }
+    // Whatever happened, the lab is left clean for the next test.
+    let _ = std::panic::catch_unwind(|| {
+        prepare();
+        ceph(&["config", "rm", "osd", "osd_mclock_profile"]);
+    });
+    let text = table(&lines, started.elapsed());
+    println!("\nFault matrix (tests/lab_faults.rs)\n\n{text}");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(|p| p.join("fault-matrix.md"))
+        .unwrap_or_else(|| PathBuf::from("fault-matrix.md"));
+    if let Err(e) = std::fs::write(&out, &text) {
+        eprintln!("faults: cannot write {}: {e}", out.display());
+    } else {
+        println!("(also in {})", out.display());
+    }
+    assert!(
+        lines.iter().all(|l| l.pass),
+        "rows failed: {:?}",
+        lines
+            .iter()
+            .filter(|l| !l.pass)
+            .map(|l| l.n)
+            .collect::<Vec<_>>()
+    );
+}
