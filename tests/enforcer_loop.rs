@@ -1533,6 +1533,7 @@ async fn a_new_leader_never_acts_on_or_stores_its_local_cache_before_reading_the
                 paused_total: 0.0,
                 paused_at: Some(1.8e9),
                 unpaused_at: None,
+                held_until: None,
             }),
             ..LadderState::default()
         },

@@ -21,8 +21,8 @@ const HOUR: f64 = 3600.0;
 
 /// What a HOLD is about, without the error texts: "collector status; collector latency".
 fn hold_key(reason: &str) -> String {
-    reason
-        .split("; ")
+    top_level_parts(reason)
+        .into_iter()
         .map(|part| {
             part.split(" is down")
                 .next()
@@ -37,6 +37,27 @@ fn hold_key(reason: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// `reason` split at the "; " between its parts, not at those inside an error's parentheses
+/// ("collector status is down (librados: not connected (...); next attempt in 4s)"): the
+/// countdown in there changes every cycle and would make every cycle a new HOLD.
+fn top_level_parts(reason: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in reason.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 && reason[i..].starts_with("; ") => {
+                parts.push(&reason[start..i]);
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&reason[start..]);
+    parts
 }
 
 /// Seconds until another change is allowed, or 0.

@@ -446,6 +446,34 @@ fn b7_stale_observations_hold_and_say_so_once() {
     assert!(sim.events().contains(&"HOLD_ENDED"));
 }
 
+/// Found by the lab's fault matrix (row 5, the mon stopped for 60 s): the librados errors carry
+/// a countdown inside their parentheses, and each cycle's text was a new HOLD line.
+#[test]
+fn b7_a_hold_is_said_again_only_when_what_is_down_changes() {
+    let mut sim = Sim::new(policy());
+    let down = |next: u32, which: &[&str]| {
+        Observation {
+        stale: Some(
+            which
+                .iter()
+                .map(|c| format!("collector {c} is down (librados: not connected (no connection within 10s); next attempt in {next}s)"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        ..undersized(500.0)
+    }
+    };
+    for next in [1, 2, 4, 8, 2] {
+        assert!(sim.run(&down(next, &["status", "pools"]), 15).is_empty());
+    }
+    assert_eq!(sim.events().iter().filter(|e| **e == "HOLD").count(), 1);
+    // Another collector down: said.
+    assert!(sim
+        .run(&down(4, &["status", "pools", "pgs"]), 15)
+        .is_empty());
+    assert_eq!(sim.events().iter().filter(|e| **e == "HOLD").count(), 2);
+}
+
 #[test]
 fn b8_failed_actions_retry_with_backoff() {
     let p = policy();
