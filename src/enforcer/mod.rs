@@ -177,7 +177,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// Act only while holding `link`'s lease, with the state stored next to it.
     pub fn with_lease(mut self, link: Link) -> Self {
         if let Ok(mut v) = self.shared.lock() {
-            v.set_lease(Some(&link.status()), link.instance(), link.location());
+            v.set_lease(&link);
         }
         self.lease = Some(link);
         self
@@ -727,7 +727,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 v.refresh_unowned(obs, initial);
             }
             if let Some(link) = &self.lease {
-                v.set_lease(Some(&link.status()), link.instance(), link.location());
+                v.set_lease(link);
             }
         }
     }
@@ -740,7 +740,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             v.update(&self.policy, &obs, &EnforcerState::default(), now);
             v.phase = Phase::Standby;
             if let Some(link) = &self.lease {
-                v.set_lease(Some(&link.status()), link.instance(), link.location());
+                v.set_lease(link);
             }
         }
         self.last_obs = Some(obs);
@@ -850,7 +850,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.log(&record);
         if let Some(link) = &self.lease {
             if let Ok(mut v) = self.shared.lock() {
-                v.set_lease(Some(&link.status()), link.instance(), link.location());
+                v.set_lease(link);
                 if !link.acting() {
                     v.phase = Phase::Standby;
                 }

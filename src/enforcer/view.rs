@@ -188,22 +188,14 @@ impl EnforcerView {
         self.decisions.push_back(r);
     }
 
-    /// The lease's standing (`None`: no lease).
-    pub fn set_lease(
-        &mut self,
-        status: Option<&crate::lease::task::Status>,
-        instance: &str,
-        location: &str,
-    ) {
-        let Some(status) = status else {
-            self.leader = None;
-            return;
-        };
+    /// The lease's standing, as `link`'s task last published it.
+    pub fn set_lease(&mut self, link: &crate::lease::task::Link) {
+        let status = link.status();
         self.leader = Some(status.acting(tokio::time::Instant::now()));
-        self.lease_instance = Some(instance.to_string());
-        self.lease_location = Some(location.to_string());
+        self.lease_instance = Some(link.instance().to_string());
+        self.lease_location = Some(link.location().to_string());
         self.lease_holder = status.holder.as_ref().map(ToString::to_string);
-        self.lease_error = status.error.clone();
+        self.lease_error = status.error;
         self.lease_error_reason = status.error_reason;
     }
 
