@@ -458,7 +458,10 @@ mod tests {
             panic!("serve")
         };
         let o = args.settings;
-        assert_eq!(o.recovery_limits, Some(vec![300, 100]));
+        assert_eq!(
+            o.recovery_limits,
+            Some(crate::settings::IopsLimits(vec![300, 100]))
+        );
         assert_eq!(o.recovery_sleeps, Some(vec![0.5]));
         assert_eq!(o.max_rung, Some(2));
         assert_eq!(o.pause_period.map(|d| d.0.as_secs()), Some(10));

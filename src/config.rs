@@ -15,7 +15,8 @@ use crate::http::limits::Limits;
 use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
 use crate::settings::{
-    ceph_words, ConfigError, FileConfig, Flags, LatencySource, LogFormat, Merged, Origin, ServeMode,
+    ceph_words, ConfigError, FileConfig, Flags, HumanDuration, LatencySource, LogFormat, Merged,
+    Origin, ServeMode,
 };
 
 /// Validated settings of `serve`.
@@ -201,6 +202,12 @@ fn resolve_ladder(
     let d = LadderPolicy::default();
     let (max_rung, _) = m.max_rung.get()?;
     let (settle, s_origin) = m.ladder_settle.get()?;
+    // The default follows a longer latency window given alone: a rung is judged by a p99
+    // measured entirely while it was held.
+    let settle = match s_origin {
+        Origin::Default(_) => HumanDuration(settle.0.max(latency_window)),
+        _ => settle,
+    };
     if settle.0 < latency_window {
         return Err(invalid(&s_origin, format!(
             "ladder_settle {} is shorter than the enforcer's latency window {}: a rung must be judged by a p99 measured entirely while it was held",
@@ -224,7 +231,7 @@ fn resolve_ladder(
     Ok(LadderPolicy {
         max_rung,
         settle: settle.0,
-        recovery_limits,
+        recovery_limits: recovery_limits.0,
         recovery_sleeps,
         descend_below,
         pause: PausePolicy {

@@ -1534,6 +1534,8 @@ async fn a_new_leader_never_acts_on_or_stores_its_local_cache_before_reading_the
                 paused_at: Some(1.8e9),
                 unpaused_at: None,
                 held_until: None,
+                floor: 0.0,
+                lowered_from: None,
             }),
             ..LadderState::default()
         },

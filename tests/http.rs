@@ -435,7 +435,7 @@ async fn decisions_status_and_landing_page_for_on_call() {
         "{text}"
     );
     // Every p99 names its window.
-    assert!(text.contains("client p99 write 41.2 ms over the last 5m, bound 32.0 ms (2 x baseline 16.0 ms), ABOVE the bound for 17m30s"), "{text}");
+    assert!(text.contains("client p99 write 41.2 ms over the last 1m, bound 32.0 ms (2 x baseline 16.0 ms), ABOVE the bound for 17m30s"), "{text}");
     // It opens with what is happening and what to do: an OSD down but in (the OSD map was not
     // read here, so it says where to look).
     assert!(

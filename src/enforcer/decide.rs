@@ -580,6 +580,24 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                 ctx.pg_summary()
             ),
         ));
+        // A lever that made p99 worse on this cluster is not tried again (for 30 days).
+        let lever = ladder::lever_key(&obs.op_queue);
+        if let Some(h) = state.memory.hurts(lever, now) {
+            next.ladder.limit_hurt = true;
+            if policy.ladder.max_rung >= 2 {
+                notes.push(ctx.record(
+                    DecisionEvent::LadderSkip,
+                    format!(
+                        "{} is not used in this recovery: it made client p99 write worse on this cluster {} ({} when it was set, {} after); remembered until {}",
+                        h.what,
+                        crate::units::fmt_when(h.at, now),
+                        fmt_ms(h.p99_before),
+                        fmt_ms(h.p99_after),
+                        crate::units::fmt_when(h.at + super::state::HURT_FORGET_AFTER, now)
+                    ),
+                ));
+            }
+        }
     }
     next.recovery_active = recovering;
 
@@ -609,6 +627,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             ));
             next = EnforcerState {
                 learned: next.learned,
+                memory: next.memory,
                 changes: next.changes,
                 // Flags it set are still its own to unset, whatever happened to the config.
                 flags_set: next.flags_set,
@@ -639,6 +658,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             ));
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
+        // What a move produced is no longer a judgement of anything once the recovery ended.
+        next.ladder.watch.clear();
         if state.recovery_active {
             notes.push(ctx.record(DecisionEvent::RecoveryFinished, "RECOVERY finished: no degraded or misplaced objects, no PG recovering or backfilling".to_string()));
         }
@@ -828,6 +849,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                     }
                 }
             }
+            ladder::judge_watches(&ctx, &mut next, &mut notes);
             // The throttle held and the bound still not met (or well met): the ladder.
             if let (None, Some(b), true) = (&want, bound, state.ladder.rung >= 1) {
                 want = ladder::climb(policy, &ctx, state, &mut next, &mut notes, b);
@@ -918,11 +940,19 @@ fn to_action(
             // The operator's own setting is rung 1: the ladder starts above it.
             if next.ladder.rung == 0 {
                 next.ladder.rung = 1;
-                next.ladder.since = now;
+                // Nothing changed, so there is no effect to wait for: the next rung is judged
+                // at the next cycle, not after the ladder's settle time.
+                next.ladder.since = now - policy.ladder.settle.as_secs_f64();
                 next.ladder.top = next.ladder.top.max(1);
+                next.ladder.entered(1, now, ctx.obs.p99, false);
                 next.phase = Phase::Throttled;
+                let then = if policy.ladder.max_rung >= 2 {
+                    "nothing changed, so the next rung is judged at the next cycle"
+                } else {
+                    "no stronger rung (--enforcer.max-rung 1)"
+                };
                 notes.push(ctx.record(DecisionEvent::NothingToDo,
-                    format!("THROTTLE wanted but the OSDs are already configured that way (rung 1 is in force); the next rung is judged after {}: {reason}", fmt_secs(policy.ladder.settle.as_secs_f64())),
+                    format!("THROTTLE wanted but the OSDs already run it (rung 1 is in force, no change made); {then}: {reason}"),
                 ));
             }
             return None;
@@ -977,6 +1007,13 @@ fn to_action(
 /// Without recovery, a client p99 (of recent writes) above the bound for `for` means the
 /// baseline is too low for this cluster's load: every recovery would start in breach and be
 /// throttled for it. Said once, as a warning, until p99 comes back within the bound.
+/// How long p99 must stay above the bound without recovery before the baseline is suspect:
+/// `for`, but at least 15 minutes (a short `for` makes the enforcer quick to act in a recovery;
+/// a baseline is judged on a longer stretch of ordinary load, not on one busy minute).
+pub fn baseline_suspect_after(policy: &Policy) -> f64 {
+    policy.breach_for.as_secs_f64().max(900.0)
+}
+
 fn baseline_check(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Vec<DecisionRecord>) {
     let (policy, obs, now) = (ctx.policy, ctx.obs, ctx.now);
     let (Some(p99), Some(bound), Some(baseline)) = (obs.p99, ctx.bound, obs.baseline) else {
@@ -991,7 +1028,7 @@ fn baseline_check(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Vec<Decis
     }
     let since = *next.baseline_high_since.get_or_insert(now);
     let lasted = now - since;
-    if lasted < policy.breach_for.as_secs_f64() || next.baseline_suspect {
+    if lasted < baseline_suspect_after(policy) || next.baseline_suspect {
         return;
     }
     next.baseline_suspect = true;

@@ -50,6 +50,8 @@ decision_events! {
     Breach => "BREACH",
     BreachEnded => "BREACH_ENDED",
     Effective => "EFFECTIVE",
+    /// One latency window after a move of the ladder: the p99 it produced.
+    Effect => "EFFECT",
     Hold => "HOLD",
     HoldEnded => "HOLD_ENDED",
     NotTaken => "NOT_TAKEN",

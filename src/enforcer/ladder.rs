@@ -12,8 +12,8 @@ use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::{IopsLimit, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
 use super::policy::{Mode, Policy};
-use super::state::{ActionKind, EnforcerState};
-use super::types::Change;
+use super::state::{ActionKind, EnforcerState, Held, Hurt, Watch};
+use super::types::{Change, Time};
 use crate::units::{fmt_ms, fmt_secs};
 
 type DecisionNotes = Vec<DecisionRecord>;
@@ -44,6 +44,115 @@ pub fn rung2_keys() -> [&'static str; 4] {
         RECOVERY_SLEEP,
         RECOVERY_MAX_ACTIVE,
     ]
+}
+
+/// The memory's name for rung 2's lever on op queue `q` (the limit under mClock and the sleep
+/// under wpq are different levers: one hurting says nothing of the other).
+pub fn lever_key(q: &OpQueue) -> &'static str {
+    match q {
+        OpQueue::Mclock => "mclock_recovery_limit",
+        _ => "wpq_recovery_sleep",
+    }
+}
+
+/// The share the pause starts at for `p99` against `bound`, from the breach and from what held
+/// the bound in the last recovery of this cluster.
+pub(super) fn pause_entry(policy: &Policy, state: &EnforcerState, p99: f64, bound: f64) -> f64 {
+    let remembered = state
+        .memory
+        .held
+        .as_ref()
+        .filter(|h| h.rung >= 3)
+        .and_then(|h| h.share);
+    policy.ladder.pause.entry_share(p99 / bound, remembered)
+}
+
+/// Why the entry share is what it is, for the ESCALATE line.
+fn entry_why(
+    policy: &Policy,
+    state: &EnforcerState,
+    now: Time,
+    (p99, bound): (f64, f64),
+    share: f64,
+) -> String {
+    let pp = &policy.ladder.pause;
+    let remembered = state
+        .memory
+        .held
+        .as_ref()
+        .filter(|h| h.rung >= 3)
+        .and_then(|h| h.share.map(|s| (s, h.at)));
+    let from_breach = pp.entry_share(p99 / bound, None);
+    match remembered {
+        Some((s, at)) if s >= from_breach && s > pp.start_share => format!(
+            " (the share that held the bound in the last recovery, {})",
+            crate::units::fmt_when(at, now)
+        ),
+        _ if share > pp.start_share => format!(
+            " (p99 {:.1}x the bound: {:.0}% instead of {:.0}%)",
+            p99 / bound,
+            share * 100.0,
+            pp.start_share * 100.0
+        ),
+        _ => String::new(),
+    }
+}
+
+/// One latency window after each move of the ladder, what p99 it produced: "EFFECT of ...".
+/// Judgements stop with the recovery (the caller clears the watches then).
+pub(super) fn judge_watches(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut DecisionNotes) {
+    let window = ctx.policy.latency_window.as_secs_f64();
+    let now = ctx.now;
+    let (due, keep): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut next.ladder.watch)
+        .into_iter()
+        .partition(|w| now - w.at >= window);
+    next.ladder.watch = keep;
+    for w in due {
+        let before = w.p99_before.map_or("n/a".to_string(), crate::units::fmt_ms);
+        let (after, verdict) = match (ctx.obs.p99, ctx.bound) {
+            (Some(p), Some(b)) => {
+                let trend = match w.p99_before {
+                    Some(x) if p < x * 0.9 => "better",
+                    Some(x) if p > x * 1.1 => "worse",
+                    Some(_) => "about the same",
+                    None => "",
+                };
+                let place = if p <= b { "within" } else { "above" };
+                (
+                    crate::units::fmt_ms(p),
+                    format!(
+                        "{trend}{}{place} the bound {}",
+                        if trend.is_empty() { "" } else { ", " },
+                        fmt_ms(b)
+                    ),
+                )
+            }
+            _ => (
+                "n/a".to_string(),
+                "no client writes in the window".to_string(),
+            ),
+        };
+        notes.push(ctx.record(
+            DecisionEvent::Effect,
+            format!(
+                "EFFECT of {} ({} ago): client p99 write over the last {} {before} when decided, {after} one window later: {verdict}",
+                w.what,
+                fmt_secs(now - w.at),
+                crate::units::fmt_window(window),
+            ),
+        ));
+    }
+}
+
+/// Starts judging a move of the ladder one latency window from now.
+pub(super) fn watch(next: &mut EnforcerState, what: String, now: Time, p99: Option<f64>) {
+    // One judgement per move: a move replaced within the window is judged no more.
+    next.ladder.watch.retain(|w| w.what != what);
+    next.ladder.watch.push(Watch {
+        what,
+        at: now,
+        p99_before: p99,
+    });
 }
 
 /// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
@@ -352,6 +461,13 @@ pub(super) fn climb(
                 window: policy.latency_window.as_secs_f64(),
             },
         );
+        if let Some(share) = step.held {
+            next.memory.held = Some(Held {
+                at: now,
+                rung: 3,
+                share: Some(share),
+            });
+        }
         match step.next {
             Some(n) => {
                 if let Some(note) = step.note {
@@ -359,6 +475,18 @@ pub(super) fn climb(
                         DecisionEvent::PauseShare,
                         format!("{}{note}", observe_prefix(policy)),
                     ));
+                    if n.share != ps.share {
+                        watch(
+                            next,
+                            format!(
+                                "PAUSE share {:.0}% -> {:.0}%",
+                                ps.share * 100.0,
+                                n.share * 100.0
+                            ),
+                            now,
+                            obs.p99,
+                        );
+                    }
                 }
                 next.ladder.pause = Some(n);
             }
@@ -397,8 +525,25 @@ pub(super) fn climb(
     let held = now - l.since;
     if p99 > bound {
         next.ladder.below_since = None;
+        // The last recovery of this cluster needed a higher rung: no waiting on this one.
+        let needed = state
+            .memory
+            .held
+            .as_ref()
+            .filter(|h| h.rung > l.rung && lp.max_rung >= h.rung);
         if held < settle {
-            return None;
+            let Some(h) = needed else {
+                return None;
+            };
+            ctx.note_once(next, notes, format!("memory:{}", l.rung), DecisionEvent::LadderSkip, || {
+                format!(
+                    "{}{name} is not given {}: the last recovery of this cluster needed {} to hold the bound ({})",
+                    observe_prefix(policy),
+                    fmt_secs(settle),
+                    rung_name(policy, q, h.rung, 0, h.share),
+                    crate::units::fmt_when(h.at, now)
+                )
+            });
         }
         next.ladder.entered_p99 = Some(p99);
         // Rung 2 under mClock writes a number of IOPS, which only Pacific reads so.
@@ -482,23 +627,36 @@ pub(super) fn climb(
                 // the custom limit raised p99 from 328 ms to 810 ms).
                 if let Some(before) = l.entered_p99.filter(|b| l.rung == 2 && p99 > b * WORSE) {
                     next.ladder.limit_hurt = true;
+                    next.memory.hurt.insert(
+                        lever_key(q).to_string(),
+                        Hurt {
+                            at: now,
+                            what: name.clone(),
+                            p99_before: before,
+                            p99_after: p99,
+                        },
+                    );
+                    let share = pause_entry(policy, state, p99, bound);
+                    next.ladder.entry_share = Some(share);
                     let mut w = Want::new(
                         ActionKind::Escalate,
                         down_to_rung1(policy, state, obs),
                         format!(
-                            "{name} made client p99 write worse ({} over the last {} after {}, {} when it was set; bound {}): taken back; escalating to {}",
+                            "{name} made client p99 write worse ({} over the last {} after {}, {} when it was set; bound {}): taken back, and not used on this cluster for 30 days (remembered); escalating to {}{}",
                             fmt_ms(p99),
                             crate::units::fmt_window(policy.latency_window.as_secs_f64()),
                             fmt_secs(held),
                             fmt_ms(before),
                             fmt_ms(bound),
-                            rung_name(policy, q, 3, l.step, Some(lp.pause.start_share))
+                            rung_name(policy, q, 3, l.step, Some(share)),
+                            entry_why(policy, state, now, (p99, bound), share)
                         ),
                     );
                     w.rung = Some((3, 0));
                     return Some(w);
                 }
-                let mut ps = PauseState::start(&lp.pause, now);
+                let share = pause_entry(policy, state, p99, bound);
+                let mut ps = PauseState::start_at(&lp.pause, now, share);
                 ps.paused_total = l.paused_seconds;
                 let first = pause_step(
                     &lp.pause,
@@ -516,17 +674,19 @@ pub(super) fn climb(
                 next.ladder.below_since = None;
                 next.ladder.top = 3;
                 next.ladder.pause = first.next.or(Some(ps));
+                let to = rung_name(policy, q, 3, l.step, Some(share));
                 notes.push(ctx.record(
                     DecisionEvent::Escalate,
                     format!(
-                        "{}ESCALATE: {name} left {} > bound {} after {}; escalating to {}",
+                        "{}ESCALATE: {name} left {} > bound {} after {}; escalating to {to}{}",
                         observe_prefix(policy),
                         ctx.p99(p99),
                         fmt_ms(bound),
                         fmt_secs(held),
-                        rung_name(policy, q, 3, l.step, Some(lp.pause.start_share))
+                        entry_why(policy, state, now, (p99, bound), share)
                     ),
                 ));
+                watch(next, format!("ESCALATE to {to}"), now, Some(p99));
                 None
             }
             Some((rung, step)) => {

@@ -30,9 +30,11 @@ pub mod unowned;
 pub mod view;
 
 #[cfg(test)]
+mod controller_tests;
+#[cfg(test)]
 mod ladder_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -8,6 +8,7 @@ use super::effect::{
     Action, CommandError, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack, Refused,
 };
 use super::event::{DecisionEvent, DecisionRecord};
+use super::ladder;
 use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
 use super::observation::Observation;
 use super::pause::{PauseState, PAUSE_FLAGS};
@@ -281,7 +282,7 @@ fn config_outcome(
         let refused = result.as_ref().err().and_then(|e| e.refused.as_ref());
         track_refusal(&mut next, &worked, refused, ctx.now);
         if result.is_ok() {
-            remember_why(&mut next, action, ctx.obs.p99, ctx.now);
+            remember_why(ctx, &mut next, action);
         }
     }
     let mut persist = None;
@@ -303,13 +304,18 @@ fn config_outcome(
 
 /// The rung an action put in force, with when and the p99 that led to it (for `status`'s
 /// "then and now"); going back to a rung keeps when it was first entered.
-fn remember_why(next: &mut EnforcerState, action: &Action, p99: Option<f64>, now: Time) {
+fn remember_why(ctx: &Ctx<'_>, next: &mut EnforcerState, action: &Action) {
+    let (p99, now) = (ctx.obs.p99, ctx.now);
     match action.kind {
         ActionKind::Throttle | ActionKind::Escalate | ActionKind::Descend => {
             let rung = next.ladder.rung;
             if rung >= 1 {
                 let keep = action.kind == ActionKind::Descend;
                 next.ladder.entered(rung, now, p99, keep);
+                let share = next.ladder.pause.as_ref().map(|p| p.share);
+                let to =
+                    ladder::rung_name(ctx.policy, &ctx.obs.op_queue, rung, next.ladder.step, share);
+                ladder::watch(next, format!("{} to {to}", action.kind.as_str()), now, p99);
             }
         }
         // Suspend holds no rung; the operator's values back: nothing is in force.
@@ -660,7 +666,12 @@ fn apply_result(
                 state.ladder.top = state.ladder.top.max(rung);
                 // Onto the pause together with a config change (a limit taken back).
                 if rung >= 3 && state.ladder.pause.is_none() {
-                    let mut ps = PauseState::start(&policy.ladder.pause, now);
+                    let share = state
+                        .ladder
+                        .entry_share
+                        .take()
+                        .unwrap_or(policy.ladder.pause.start_share);
+                    let mut ps = PauseState::start_at(&policy.ladder.pause, now, share);
                     ps.paused_total = state.ladder.paused_seconds;
                     state.ladder.pause = Some(ps);
                 }

@@ -69,6 +69,14 @@ pub struct PauseState {
     /// which trying again every period does not fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_until: Option<Time>,
+    /// The share is never lowered below this: lowering it to the share below brought p99 back
+    /// over the bound in this recovery (release stops before p99 comes back over).
+    #[serde(default)]
+    pub floor: f64,
+    /// The share before the last reduction, until a period judges it: p99 back over the bound
+    /// returns to it and makes it the floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered_from: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +101,35 @@ pub struct PauseStep {
     pub next: Option<PauseState>,
     /// A line for the decision log, in numbers, when something changed.
     pub note: Option<String>,
+    /// A period ended with p99 within the bound at this share (what the memory keeps).
+    pub held: Option<f64>,
+}
+
+/// How many steps of share a p99 at `ratio` times the bound is worth: one for a small excess,
+/// two per doubling (a p99 20x over the bound does not creep up 10% per period).
+pub fn steps_for(ratio: f64) -> f64 {
+    if ratio.is_nan() || ratio <= 1.0 {
+        return 0.0;
+    }
+    (2.0 * ratio.log2()).ceil().max(1.0)
+}
+
+fn round_share(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
+}
+
+impl PausePolicy {
+    /// The share the pause starts at for a p99 at `ratio` times the bound: the start share plus
+    /// [`steps_for`] steps, and at least `remembered` (what held the bound in the last recovery
+    /// of this cluster), never above the maximum.
+    pub fn entry_share(&self, ratio: f64, remembered: Option<f64>) -> f64 {
+        let from_breach = self.start_share + self.step * (steps_for(ratio) - 1.0).max(0.0);
+        round_share(
+            from_breach
+                .max(remembered.unwrap_or(0.0))
+                .min(self.max_share),
+        )
+    }
 }
 
 impl PausePolicy {
@@ -110,14 +147,21 @@ impl PausePolicy {
 
 impl PauseState {
     pub fn start(policy: &PausePolicy, now: Time) -> Self {
+        Self::start_at(policy, now, policy.start_share)
+    }
+
+    /// A pause starting at `share` of each period (see [`PausePolicy::entry_share`]).
+    pub fn start_at(policy: &PausePolicy, now: Time, share: f64) -> Self {
         PauseState {
-            share: policy.start_share.min(policy.max_share),
+            share: share.min(policy.max_share),
             period_start: now,
             paused: false,
             paused_total: 0.0,
             paused_at: None,
             unpaused_at: None,
             held_until: None,
+            floor: 0.0,
+            lowered_from: None,
         }
     }
 
@@ -176,6 +220,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     if used >= policy.max_total {
         return PauseStep {
             next: None,
+            held: None,
             note: Some(format!(
                 "pause budget used up: paused {:.0} s in this recovery (maximum {:.0} s)",
                 used, policy.max_total
@@ -183,28 +228,60 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         };
     }
     let mut note = None;
+    let mut held = None;
     // A new period: adjust the share from the p99 the last one gave.
     if now - next.period_start >= policy.period {
         next.period_start = now;
         let before = next.share;
+        let mut why = String::new();
         match input.p99 {
             Some(p) if p > input.bound => {
-                next.share = (next.share + policy.step).min(policy.max_share);
+                if let Some(prev) = next.lowered_from.take() {
+                    // The last reduction let p99 back over: return to the share that held and
+                    // stay there for this recovery.
+                    next.floor = prev;
+                    next.share = next.share.max(prev);
+                    why = format!(
+                        "; lowering it let p99 back over the bound, so {:.0}% is the least for this recovery",
+                        prev * 100.0
+                    );
+                } else {
+                    let k = steps_for(p / input.bound);
+                    next.share = (next.share + policy.step * k).min(policy.max_share);
+                    if k > 1.0 {
+                        why = format!(
+                            "; {:.1}x over the bound: {k:.0} steps of {:.0}%",
+                            p / input.bound,
+                            policy.step * 100.0
+                        );
+                    }
+                }
             }
             Some(p) if p < input.bound * policy.lower => {
-                next.share = (next.share - policy.step).max(0.0);
+                held = Some(before);
+                if next.share - policy.step >= next.floor - 1e-9 {
+                    next.lowered_from = Some(before);
+                    next.share -= policy.step;
+                }
             }
             // No client writes: nothing to protect, recovery gets the time back.
             None => {
+                next.lowered_from = None;
                 next.share = (next.share - policy.step).max(0.0);
             }
-            _ => {}
+            Some(_) => {
+                // Within the bound, above the lower threshold: the share holds, and a reduction
+                // that led here is confirmed.
+                held = Some(before);
+                next.lowered_from = None;
+            }
         }
         // Shares are multiples of the step: avoid 0.30000000000000004 in the log.
-        next.share = (next.share * 1000.0).round() / 1000.0;
+        next.share = round_share(next.share);
         if next.share <= 0.0 {
             return PauseStep {
                 next: None,
+                held,
                 note: Some(format!(
                     "pause no longer needed: p99 {} below {:.0}% of the bound {} with the pause down to 0%",
                     fmt_over(input.p99, input.window),
@@ -215,7 +292,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         }
         if next.share != before {
             note = Some(format!(
-                "pause share {:.0}% -> {:.0}% of each {:.0} s: p99 {} vs bound {}{}",
+                "pause share {:.0}% -> {:.0}% of each {:.0} s: p99 {} vs bound {}{why}{}",
                 before * 100.0,
                 next.share * 100.0,
                 policy.period,
@@ -258,6 +335,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
     PauseStep {
         next: Some(next),
         note,
+        held,
     }
 }
 
@@ -351,7 +429,7 @@ mod tests {
         assert_eq!(state.unwrap().share, 0.8);
         assert!(
             notes[0].starts_with(
-                "pause share 30% -> 40% of each 30 s: p99 200 ms over the last 5m vs bound 90.0 ms"
+                "pause share 30% -> 60% of each 30 s: p99 200 ms over the last 5m vs bound 90.0 ms; 2.2x over the bound: 3 steps of 10%"
             ),
             "{notes:?}"
         );

@@ -178,8 +178,10 @@ impl Default for LadderPolicy {
     fn default() -> Self {
         Self {
             max_rung: 3,
-            settle: Duration::from_secs(300),
-            recovery_limits: vec![1000, 300, 100],
+            settle: Duration::from_secs(60),
+            // Under mClock, Pacific's `custom` profile with a recovery limit made client p99
+            // worse in every lab run (docs/enforcer.md, "Defaults"): off unless configured.
+            recovery_limits: Vec::new(),
             recovery_sleeps: vec![0.2, 0.5, 1.0],
             descend_below: 0.7,
             pause: super::pause::PausePolicy::default(),
@@ -196,8 +198,8 @@ impl Default for Policy {
             baseline: BaselineSpec::Learned,
             learn_window: Duration::from_secs(3600),
             multiplier: 2.0,
-            breach_for: Duration::from_secs(900),
-            latency_window: Duration::from_secs(300),
+            breach_for: Duration::from_secs(30),
+            latency_window: Duration::from_secs(60),
             suspend_when: SuspendWhen::AnyUndersized,
             throttle_profile: "high_client_ops".into(),
             suspend_profile: "high_recovery_ops".into(),
@@ -206,7 +208,7 @@ impl Default for Policy {
                 ("osd_recovery_sleep_hdd".to_string(), "0.1".to_string()),
             ]),
             settle: Duration::from_secs(300),
-            min_interval: Duration::from_secs(300),
+            min_interval: Duration::from_secs(60),
             max_changes_per_hour: 6,
             verify_after: Duration::from_secs(30),
             state_file: PathBuf::from(DEFAULT_STATE_FILE),

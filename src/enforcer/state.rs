@@ -162,6 +162,64 @@ pub struct LadderState {
     /// For each rung held now (1 throttle, 2 limit, 3 pause): when it was entered and the p99
     /// that led to it, so that `status` shows "p99 then, p99 now" for what is in force.
     pub acted: BTreeMap<u8, Acted>,
+    /// The pause share to start at when the pause rung is entered through a config change (a
+    /// limit taken back on the way up): chosen by the ladder from the breach and the memory.
+    pub entry_share: Option<f64>,
+    /// Moves of the ladder whose effect on p99 is judged one latency window later (EFFECT).
+    pub watch: Vec<Watch>,
+}
+
+/// A move of the ladder (a rung, a pause share) and the p99 that led to it: one latency window
+/// later the decision log says what p99 it produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Watch {
+    /// "ESCALATE to rung 3 (pause 50% of each 10 s)"
+    pub what: String,
+    pub at: Time,
+    pub p99_before: Option<f64>,
+}
+
+/// What the enforcer learned about this cluster, kept across recoveries and restarts (in the
+/// lease object with the rest of the state): the levers that made client p99 worse here, and
+/// what held the bound in the last recovery, where the next one starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ClusterMemory {
+    /// Lever name ([`super::ladder::lever_key`]) -> when and how it hurt.
+    pub hurt: BTreeMap<String, Hurt>,
+    /// What held the bound in the last recovery that needed the ladder.
+    pub held: Option<Held>,
+}
+
+/// A lever that made client p99 worse on this cluster: skipped until `at` + [`HURT_FORGET_AFTER`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hurt {
+    pub at: Time,
+    /// "rung 2 (custom profile, recovery limit 1000 IOPS per OSD)"
+    pub what: String,
+    pub p99_before: f64,
+    pub p99_after: f64,
+}
+
+/// A cluster changes (hardware, Ceph release, load): a lever that hurt is tried again after 30
+/// days, with the same judgement.
+pub const HURT_FORGET_AFTER: f64 = 30.0 * 86_400.0;
+
+/// The rung (and pause share) in force the last time a period ended with p99 within the bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Held {
+    pub at: Time,
+    pub rung: u8,
+    pub share: Option<f64>,
+}
+
+impl ClusterMemory {
+    /// The lever `key` made p99 worse here, recently enough to still be skipped.
+    pub fn hurts(&self, key: &str, now: Time) -> Option<&Hurt> {
+        self.hurt
+            .get(key)
+            .filter(|h| now - h.at < HURT_FORGET_AFTER)
+    }
 }
 
 /// When the enforcer entered a rung, and the client p99 (over its latency window) that led to it.
@@ -256,6 +314,8 @@ pub struct EnforcerState {
     /// each decision afresh (not persisted).
     #[serde(skip)]
     pub deferred: Option<(ActionKind, Time)>,
+    /// What the enforcer learned about this cluster (kept across recoveries and restarts).
+    pub memory: ClusterMemory,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -325,6 +385,7 @@ impl EnforcerState {
             && self.flags_set == other.flags_set
             && self.ladder == other.ladder
             && self.blind_since == other.blind_since
+            && self.memory == other.memory
     }
 }
 

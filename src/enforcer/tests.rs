@@ -15,11 +15,28 @@ use super::state::*;
 
 pub(super) const T0: Time = 1_800_000_000.0;
 
+/// The timings these tests were written for (the defaults before issue 13 shortened them):
+/// `for` 15m, a 5m window, 5m between changes and per rung, three rung-2 limits.
 pub(super) fn policy() -> Policy {
     Policy {
         mode: Mode::Enforce,
         baseline: BaselineSpec::Fixed(Duration::from_millis(16)),
-        ..Policy::default()
+        ..slow_policy()
+    }
+}
+
+pub(crate) fn slow_policy() -> Policy {
+    let d = Policy::default();
+    Policy {
+        breach_for: Duration::from_secs(900),
+        latency_window: Duration::from_secs(300),
+        min_interval: Duration::from_secs(300),
+        ladder: LadderPolicy {
+            settle: Duration::from_secs(300),
+            recovery_limits: vec![1000, 300, 100],
+            ..d.ladder.clone()
+        },
+        ..d
     }
 }
 

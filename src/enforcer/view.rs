@@ -35,8 +35,14 @@ pub struct EnforcerView {
     pub breached: bool,
     /// How long a breach must last before the enforcer acts (`for`).
     pub breach_for_seconds: f64,
-    /// No recovery, yet p99 above the bound for `for`: the baseline looks too low.
+    /// No recovery, yet p99 above the bound for this long: the baseline looks too low.
+    pub baseline_suspect_after_seconds: f64,
+    /// No recovery, yet p99 above the bound for `baseline_suspect_after_seconds`: the baseline
+    /// looks too low.
     pub baseline_suspect: bool,
+    /// What the enforcer learned about this cluster and acts on: levers it no longer uses
+    /// (they made p99 worse here) and what held the bound in the last recovery, in sentences.
+    pub memory: Vec<String>,
     pub breach_seconds: f64,
     pub suspended: bool,
     pub suspend_reason: Option<String>,
@@ -126,7 +132,9 @@ impl EnforcerView {
             p99_note: None,
             breached: false,
             breach_for_seconds: policy.breach_for.as_secs_f64(),
+            baseline_suspect_after_seconds: super::decide::baseline_suspect_after(policy),
             baseline_suspect: false,
+            memory: Vec::new(),
             breach_seconds: 0.0,
             suspended: false,
             suspend_reason: None,
@@ -250,6 +258,8 @@ impl EnforcerView {
         self.p99_window_seconds = policy.latency_window.as_secs_f64();
         self.p99_note = obs.p99_note.clone();
         self.breach_for_seconds = policy.breach_for.as_secs_f64();
+        self.baseline_suspect_after_seconds = super::decide::baseline_suspect_after(policy);
+        self.memory = memory_lines(policy, &obs.op_queue, &state.memory, now);
         self.settle_seconds = policy.settle.as_secs_f64();
         self.blind_since = state.blind_since;
         self.blind_restore_at = state
@@ -320,4 +330,36 @@ mod tests {
             assert_eq!(view.decisions_total.get(e.as_str()), Some(&0), "{e}");
         }
     }
+}
+
+/// The memory as `status` says it: what is skipped and why, where the next pause starts.
+pub fn memory_lines(
+    policy: &Policy,
+    q: &super::observation::OpQueue,
+    m: &super::state::ClusterMemory,
+    now: Time,
+) -> Vec<String> {
+    use crate::units::{fmt_ms, fmt_when};
+    let mut out = Vec::new();
+    for (key, h) in &m.hurt {
+        if m.hurts(key, now).is_none() {
+            continue;
+        }
+        out.push(format!(
+            "not used on this cluster: {} made client p99 write worse {} ({} when it was set, {} after); tried again after {}",
+            h.what,
+            fmt_when(h.at, now),
+            fmt_ms(h.p99_before),
+            fmt_ms(h.p99_after),
+            fmt_when(h.at + super::state::HURT_FORGET_AFTER, now)
+        ));
+    }
+    if let Some(h) = &m.held {
+        out.push(format!(
+            "last held the bound with {} {}: a breach in the next recovery starts there",
+            super::ladder::rung_name(policy, q, h.rung, 0, h.share),
+            fmt_when(h.at, now)
+        ));
+    }
+    out
 }

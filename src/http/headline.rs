@@ -803,7 +803,7 @@ fn quiet(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline {
                     v.bound_seconds.map(fmt_ms).unwrap_or_default(),
                     v.multiplier,
                     v.baseline_seconds.map(fmt_ms).unwrap_or_default(),
-                    fmt_secs(v.breach_for_seconds)
+                    fmt_secs(v.baseline_suspect_after_seconds)
                 ),
                 "Measure the baseline again without recovery and set it with --enforcer.baseline: `learned`, a number, or `fio:FILE` (a fio report).",
                 Some("RecoveryBudgetBaselineSuspect"),

@@ -250,8 +250,18 @@ impl StatusReport {
             {
                 out.push(format!(
                     "baseline: LOOKS TOO LOW: without recovery p99 has stayed above the bound for {} or more; set --enforcer.baseline (learned, a number, or fio:FILE)",
-                    fmt_secs(get_f("breach_for_seconds").unwrap_or(900.0))
+                    fmt_secs(get_f("baseline_suspect_after_seconds").unwrap_or(900.0))
                 ));
+            }
+            // What the enforcer learned about this cluster and acts on.
+            for line in e
+                .and_then(|v| v.get("memory"))
+                .and_then(|m| m.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l.as_str())
+            {
+                out.push(format!("memory: {line}"));
             }
         } else if let Some((_, p99)) = self
             .write_latency_seconds

@@ -29,8 +29,8 @@ use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
 
 pub use values::{
-    parse_levers, ByteSize, HumanDuration, LatencySource, ListenAddress, LogFormat, LogLevel,
-    ServeMode,
+    parse_levers, ByteSize, HumanDuration, IopsLimits, LatencySource, ListenAddress, LogFormat,
+    LogLevel, ServeMode,
 };
 
 /// Flags that are not settings of the file: `--config.file` names the file itself.
@@ -267,7 +267,7 @@ declare_settings! {
             key: "for",
             value_name: "DURATION",
             help: "How long p99 must stay above the bound during recovery before acting",
-            default(HumanDuration(Policy::default().breach_for) => "15m"),
+            default(HumanDuration(Policy::default().breach_for) => "30s"),
             note: "",
         }
         enforcer_latency_window: HumanDuration {
@@ -275,7 +275,7 @@ declare_settings! {
             key: "latency_window",
             value_name: "DURATION",
             help: "Window of the p99 the enforcer judges",
-            default(HumanDuration(Policy::default().latency_window) => "5m"),
+            default(HumanDuration(Policy::default().latency_window) => "1m"),
             note: "at least two intervals",
         }
         suspend_when: SuspendWhen {
@@ -327,7 +327,7 @@ declare_settings! {
             key: "min_interval",
             value_name: "DURATION",
             help: "Minimum time between two changes",
-            default(HumanDuration(Policy::default().min_interval) => "5m"),
+            default(HumanDuration(Policy::default().min_interval) => "1m"),
             check: check_min_interval,
             note: "at most 1h",
         }
@@ -402,18 +402,17 @@ declare_settings! {
             key: "ladder_settle",
             value_name: "DURATION",
             help: "How long a rung is held before its effect on p99 is judged (at least the latency window)",
-            default(HumanDuration(LadderPolicy::default().settle) => "5m"),
+            default(HumanDuration(LadderPolicy::default().settle) => "1m"),
             note: "at least the enforcer's latency window",
         }
-        recovery_limits: Vec<u32> {
+        recovery_limits: IopsLimits {
             flag: "enforcer.recovery-limits",
             key: "recovery_limits",
             value_name: "IOPS,...",
-            help: "Rung 2 under mClock: custom profile with the background-recovery limit (IOPS per OSD) at each of these in turn",
-            default(LadderPolicy::default().recovery_limits => "1000,300,100"),
+            help: "Rung 2 under mClock: custom profile with the background-recovery limit (IOPS per OSD) at each of these in turn; none (default): no limit rung, as it made p99 worse on Pacific in every lab run",
+            default(IopsLimits(LadderPolicy::default().recovery_limits) => "none"),
             check: check_recovery_limits,
-            clap(value_delimiter = ','),
-            note: "each lower than the one before; in the file a list",
+            note: "each lower than the one before, or none; in the file a list",
         }
         recovery_sleeps: Vec<f64> {
             flag: "enforcer.recovery-sleeps",
@@ -671,8 +670,8 @@ fn check_max_rung(max_rung: &u8) -> Result<(), String> {
     Ok(())
 }
 
-#[allow(clippy::ptr_arg)] // a check takes the setting's own type
-fn check_recovery_limits(limits: &Vec<u32>) -> Result<(), String> {
+fn check_recovery_limits(limits: &IopsLimits) -> Result<(), String> {
+    let limits = &limits.0;
     if limits.contains(&0) || limits.windows(2).any(|w| w[1] >= w[0]) {
         return Err(format!("recovery_limits {limits:?} must be IOPS above 0, each lower than the one before (e.g. 1000,300,100); empty skips the limit rung under mClock"));
     }

@@ -197,6 +197,30 @@ impl std::str::FromStr for LatencySource {
     }
 }
 
+/// Rung 2's recovery limits under mClock, IOPS per OSD, each lower than the one before:
+/// `1000,300,100`, or `none` (the default: no limit rung; in the file an empty list).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(transparent)]
+pub struct IopsLimits(pub Vec<u32>);
+
+impl std::str::FromStr for IopsLimits {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.is_empty() || t == "none" {
+            return Ok(IopsLimits(Vec::new()));
+        }
+        t.split(',')
+            .map(|p| {
+                p.trim().parse::<u32>().map_err(|_| {
+                    format!("{p:?} is not a number of IOPS; expected e.g. 1000,300,100, or none")
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(IopsLimits)
+    }
+}
+
 /// `--enforcer.wpq-levers osd_max_backfills=1,osd_recovery_sleep_hdd=0.1`: the file gives a map.
 pub fn parse_levers(s: &str) -> Result<BTreeMap<String, String>, String> {
     s.split(',')
