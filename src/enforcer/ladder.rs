@@ -532,9 +532,7 @@ pub(super) fn climb(
             .as_ref()
             .filter(|h| h.rung > l.rung && lp.max_rung >= h.rung);
         if held < settle {
-            let Some(h) = needed else {
-                return None;
-            };
+            let h = needed?;
             ctx.note_once(next, notes, format!("memory:{}", l.rung), DecisionEvent::LadderSkip, || {
                 format!(
                     "{}{name} is not given {}: the last recovery of this cluster needed {} to hold the bound ({})",

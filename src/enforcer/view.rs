@@ -319,19 +319,6 @@ impl EnforcerView {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_event_is_published_from_the_start() {
-        let view = EnforcerView::new(&Policy::default());
-        for e in DecisionEvent::ALL {
-            assert_eq!(view.decisions_total.get(e.as_str()), Some(&0), "{e}");
-        }
-    }
-}
-
 /// The memory as `status` says it: what is skipped and why, where the next pause starts.
 pub fn memory_lines(
     policy: &Policy,
@@ -362,4 +349,17 @@ pub fn memory_lines(
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_is_published_from_the_start() {
+        let view = EnforcerView::new(&Policy::default());
+        for e in DecisionEvent::ALL {
+            assert_eq!(view.decisions_total.get(e.as_str()), Some(&0), "{e}");
+        }
+    }
 }
