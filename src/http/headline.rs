@@ -273,8 +273,11 @@ fn capitalize(s: &str) -> String {
 /// rbd-vms and 1 PG of pool device_health_metrics have 2 of 3 copies (min_size 2): 1 more OSD
 /// failure stops their I/O, 2 more can lose data".
 fn redundancy(c: &Cluster) -> Option<String> {
-    // (erasure, fewest members, size, min_size) -> (pool, undersized PGs)
-    let mut groups: Vec<((bool, u64, u64, u64), Vec<(&str, u64)>)> = Vec::new();
+    /// (erasure, fewest members, size, min_size): pools alike in how close they are to losing
+    /// I/O and data.
+    type Plight = (bool, u64, u64, u64);
+    // Each plight with its pools and their undersized PGs.
+    let mut groups: Vec<(Plight, Vec<(&str, u64)>)> = Vec::new();
     for p in c.pools.iter().flatten().filter(|p| p.pgs_undersized > 0) {
         let key = (
             p.pool.erasure,
@@ -290,7 +293,7 @@ fn redundancy(c: &Cluster) -> Option<String> {
     }
     let total = |pools: &[(&str, u64)]| pools.iter().map(|(_, n)| n).sum::<u64>();
     for (_, pools) in &mut groups {
-        pools.sort_by(|a, b| b.1.cmp(&a.1));
+        pools.sort_by_key(|p| std::cmp::Reverse(p.1));
     }
     // The closest to stopping I/O first, then the most PGs.
     groups.sort_by(|(a, pa), (b, pb)| {
@@ -456,7 +459,16 @@ fn pause_share(e: Option<&EnforcerView>) -> f64 {
 fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(String, String)> {
     let r = c.rates?;
     let paused_by_us = e.is_some_and(|v| v.paused || v.pause_share > 0.0);
-    if r.ours > 0.0 || r.span.as_secs_f64() < 4.0 * f.interval || paused_by_us {
+    let toofull = c.word("backfill_toofull") + c.word("recovery_toofull");
+    let waiting = c.word("recovery_wait") + c.word("backfill_wait");
+    let running = c.word("recovering") + c.word("backfilling");
+    // PGs stuck on full OSDs and none moving: stalled now, even if some objects moved earlier
+    // in the window (lab, 2026-12-01: 67 objects backfilled before 12 PGs went
+    // backfill_toofull, and the headline said "1 obj/s ..., about 3h3m37s to go; Nothing to do:
+    // let recovery finish").
+    let blocked_by_full = toofull > 0 && running == 0;
+    if (r.ours > 0.0 && !blocked_by_full) || r.span.as_secs_f64() < 4.0 * f.interval || paused_by_us
+    {
         return None;
     }
     let ours = e.map(|v| v.flags_set.clone()).unwrap_or_default();
@@ -467,9 +479,6 @@ fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(Stri
         .filter(|fl| ["nobackfill", "norecover", "norebalance"].contains(fl))
         .filter(|fl| !ours.iter().any(|o| o == fl))
         .collect();
-    let toofull = c.word("backfill_toofull") + c.word("recovery_toofull");
-    let waiting = c.word("recovery_wait") + c.word("backfill_wait");
-    let running = c.word("recovering") + c.word("backfilling");
     let (why, todo) = if !foreign.is_empty() {
         (
             format!("{} set, not by the enforcer", foreign.join(" and ")),
@@ -493,14 +502,19 @@ fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(Stri
             "Look for slow OSDs (`ceph osd perf`) and `ceph health detail`; a recovery throttle left from an earlier incident (`ceph config dump | grep -E 'recovery|backfill|mclock'`) can make it crawl.".to_string(),
         )
     };
-    Some((
+    let moving = if r.ours > 0.0 {
         format!(
-            "no object recovered over the last {} although {} are left: {why}",
+            "no PG is recovering or backfilling although {} objects are left",
+            c.remaining()
+        )
+    } else {
+        format!(
+            "no object recovered over the last {} although {} are left",
             fmt_window(r.span.as_secs_f64()),
             c.remaining()
-        ),
-        todo,
-    ))
+        )
+    };
+    Some((format!("{moving}: {why}"), todo))
 }
 
 /// Why PGs are `backfill_toofull` / `recovery_toofull`, and how to make room (lab,

@@ -364,6 +364,20 @@ fn a_recovery_stalled_by_backfill_toofull_names_it_and_how_to_make_room() {
         ],
     );
     assert_eq!(h.runbook.as_deref(), Some("CephRecoveryStalled"));
+    // A few objects moved before the PGs went backfill_toofull (the second run on the lab:
+    // 7097 -> 7030 in the first 30s, then nothing): stalled all the same, since none moves.
+    c.rates = Some(WindowRates {
+        ours: 67.0 / 105.0,
+        ceph: 1.0,
+        span: Duration::from_secs(105),
+    });
+    let h = headline(&facts(TOOFULL_AT, c.clone(), None));
+    check(
+        &h,
+        Case::RecoveryStalled,
+        &["Recovery is stalled: no PG is recovering or backfilling although 7579 objects are left: 13 PGs are backfill_toofull"],
+        &["`ceph osd set-backfillfull-ratio`"],
+    );
     // Under four collections (21:39:31Z on the lab): not judged stalled yet.
     c.rates = Some(WindowRates {
         ours: 0.0,
