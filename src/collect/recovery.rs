@@ -61,21 +61,35 @@ impl RecoveryWindow {
         if self.samples.len() < 2 {
             return None;
         }
-        Some(self.rates().map_or(0.0, |r| r.ours))
+        Some(self.over(self.samples.iter()).map_or(0.0, |r| r.ours))
     }
 
-    /// [`Self::rate`] with Ceph's rate over the same time. A stretch that began with nothing to
-    /// recover does not count (the time before a recovery would dilute its rate: 168 instead of
-    /// 232 obj/s on `recovery/samples.tsv`). `None` with fewer than two samples, with nothing to
-    /// recover now, or when the recovery began with the newest sample (nothing measured yet).
+    /// [`Self::rate`] of the recovery running now, with Ceph's rate over the same time: from the
+    /// newest sample with nothing to recover on, so that `span` is "the last N" contiguously up to
+    /// now. The time before a recovery would dilute its rate (168 instead of 232 obj/s on
+    /// `recovery/samples.tsv`), and an earlier recovery in the window is another one (lab,
+    /// 2026-12-01: one finished at 21:10:53, the next began at 21:13:38, and at 21:13:45 the
+    /// window said "73 obj/s over the last 2m30s" of a recovery 7 s old). `None` with fewer than
+    /// two samples, with nothing to recover now, or when the recovery began with the newest sample
+    /// (nothing measured yet).
     pub fn rates(&self) -> Option<WindowRates> {
-        let last = self.samples.back()?;
+        let start = self
+            .samples
+            .iter()
+            .rposition(|s| s.remaining == 0)
+            .map_or(0, |i| i + 1);
+        self.over(self.samples.iter().skip(start))
+    }
+
+    /// The rates over `samples` (in order), skipping stretches that began with nothing to do.
+    fn over<'a>(&self, samples: impl Iterator<Item = &'a Sample> + Clone) -> Option<WindowRates> {
+        let last = samples.clone().last()?;
         if last.remaining == 0 {
             return None;
         }
         let mut span = 0.0;
         let (mut decreased, mut ceph) = (0u64, 0.0);
-        for (a, b) in self.samples.iter().zip(self.samples.iter().skip(1)) {
+        for (a, b) in samples.clone().zip(samples.skip(1)) {
             if a.remaining == 0 {
                 continue;
             }
@@ -158,6 +172,33 @@ mod tests {
         w.push(t0 + Duration::from_secs_f64(63.0), 0, 92.0);
         assert_eq!(w.rates(), None);
         assert_eq!(w.rate(), Some(0.0));
+    }
+
+    #[test]
+    fn the_rate_of_a_recovery_is_its_own_not_an_earlier_ones_in_the_window() {
+        // Lab, 2026-12-01: osd.2 out, recovered in a minute; back in 3 minutes later, and data
+        // moves back. The window holds both; the second's rate and span are its own.
+        let w = window_of(
+            &[
+                (0, 11000),
+                (15, 8000),
+                (30, 4000),
+                (45, 0),
+                (60, 0),
+                (200, 0),
+                (215, 1706),
+                (230, 600),
+            ],
+            300,
+        );
+        let r = w.rates().unwrap();
+        assert_eq!(r.span, Duration::from_secs(15), "{r:?}");
+        assert!((r.ours - 1106.0 / 15.0).abs() < 1e-9, "{r:?}");
+        // The metric's rate (every decrease over the window) is unchanged.
+        assert_eq!(w.rate(), Some((11000.0 + 1106.0) / 60.0));
+        // The first sample of the second recovery: nothing measured yet.
+        let w = window_of(&[(0, 11000), (15, 0), (30, 0), (45, 1706)], 300);
+        assert_eq!(w.rates(), None);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct Cluster {
     pub ceph_rate_now: f64,
     /// Per pool, when pools and undersized PGs were read.
     pub pools: Option<Vec<PoolSafety>>,
+    /// OSDs at or above backfillfull_ratio, and at or above full_ratio, as the health checks
+    /// `OSD_BACKFILLFULL` and `OSD_FULL` count them.
+    pub backfillfull_osds: u64,
+    pub full_osds: u64,
 }
 
 impl Cluster {
@@ -94,6 +98,13 @@ impl Cluster {
         pools: Option<Vec<PoolSafety>>,
     ) -> Self {
         let counts = status.recovery_counts();
+        let check_count = |name: &str| {
+            status
+                .health_checks
+                .get(name)
+                .and_then(|c| c.count)
+                .unwrap_or(0)
+        };
         Cluster {
             osds: match (status.num_osds, status.num_up_osds, status.num_in_osds) {
                 (Some(n), Some(up), Some(inn)) => Some((n, up, inn)),
@@ -112,6 +123,8 @@ impl Cluster {
             rates,
             ceph_rate_now: status.recovering_objects_per_sec,
             pools,
+            backfillfull_osds: check_count("OSD_BACKFILLFULL"),
+            full_osds: check_count("OSD_FULL"),
         }
     }
 
@@ -255,41 +268,70 @@ fn capitalize(s: &str) -> String {
     }
 }
 
-/// The pools with undersized PGs, each with how far its worst PGs are from stopping I/O and from
-/// losing data: "18 PGs of pool rbd-vms have 2 of 3 copies (min_size 2): 1 more OSD failure
-/// stops their I/O, 2 more can lose data".
+/// The pools with undersized PGs and how far their worst PGs are from stopping I/O and from
+/// losing data, pools in the same plight said once, the most PGs first: "19 PGs of pool
+/// rbd-vms and 1 PG of pool device_health_metrics have 2 of 3 copies (min_size 2): 1 more OSD
+/// failure stops their I/O, 2 more can lose data".
 fn redundancy(c: &Cluster) -> Option<String> {
-    let pools: Vec<String> = c
-        .pools
+    /// (erasure, fewest members, size, min_size): pools alike in how close they are to losing
+    /// I/O and data.
+    type Plight = (bool, u64, u64, u64);
+    // Each plight with its pools and their undersized PGs.
+    let mut groups: Vec<(Plight, Vec<(&str, u64)>)> = Vec::new();
+    for p in c.pools.iter().flatten().filter(|p| p.pgs_undersized > 0) {
+        let key = (
+            p.pool.erasure,
+            p.fewest_members.unwrap_or(0) as u64,
+            u64::from(p.pool.size),
+            u64::from(p.pool.min_size),
+        );
+        let entry = (p.pool.name.as_str(), p.pgs_undersized);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, pools)) => pools.push(entry),
+            None => groups.push((key, vec![entry])),
+        }
+    }
+    let total = |pools: &[(&str, u64)]| pools.iter().map(|(_, n)| n).sum::<u64>();
+    for (_, pools) in &mut groups {
+        pools.sort_by_key(|p| std::cmp::Reverse(p.1));
+    }
+    // The closest to stopping I/O first, then the most PGs.
+    groups.sort_by(|(a, pa), (b, pb)| {
+        (a.1 + 1)
+            .saturating_sub(a.3)
+            .cmp(&(b.1 + 1).saturating_sub(b.3))
+            .then(total(pb).cmp(&total(pa)))
+    });
+    let said: Vec<String> = groups
         .iter()
-        .flatten()
-        .filter(|p| p.pgs_undersized > 0)
-        .map(|p| {
-            let members = p.fewest_members.unwrap_or(0) as u64;
-            let (size, min) = (u64::from(p.pool.size), u64::from(p.pool.min_size));
-            let n = plural(p.pgs_undersized, "PG", "PGs");
-            let have = if p.pgs_undersized == 1 { "has" } else { "have" };
+        .map(|((erasure, members, size, min), pools)| {
+            let (members, size, min) = (*members, *size, *min);
+            let which: Vec<String> = pools
+                .iter()
+                .map(|(name, n)| format!("{} of pool {name}", plural(*n, "PG", "PGs")))
+                .collect();
+            let which = match which.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => which.join(""),
+            };
+            let have = if total(pools) == 1 { "has" } else { "have" };
             let to_stop = (members + 1).saturating_sub(min);
             let stop = format!(
                 "{} stop{} their I/O",
                 plural(to_stop, "more OSD failure", "more OSD failures"),
                 if to_stop == 1 { "s" } else { "" }
             );
-            if p.pool.erasure {
+            if *erasure {
                 // How many shards an object needs (k) is in the erasure-code profile, not here.
-                format!(
-                    "{n} of pool {} {have} {members} of {size} shards (min_size {min}): {stop}",
-                    p.pool.name
-                )
+                format!("{which} {have} {members} of {size} shards (min_size {min}): {stop}")
             } else {
                 format!(
-                    "{n} of pool {} {have} {members} of {size} copies (min_size {min}): {stop}, {members} more can lose data",
-                    p.pool.name
+                    "{which} {have} {members} of {size} copies (min_size {min}): {stop}, {members} more can lose data"
                 )
             }
         })
         .collect();
-    (!pools.is_empty()).then(|| pools.join("; "))
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// How the recovery goes: objects left, the rate over the window next to Ceph's over the same
@@ -417,7 +459,16 @@ fn pause_share(e: Option<&EnforcerView>) -> f64 {
 fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(String, String)> {
     let r = c.rates?;
     let paused_by_us = e.is_some_and(|v| v.paused || v.pause_share > 0.0);
-    if r.ours > 0.0 || r.span.as_secs_f64() < 4.0 * f.interval || paused_by_us {
+    let toofull = c.word("backfill_toofull") + c.word("recovery_toofull");
+    let waiting = c.word("recovery_wait") + c.word("backfill_wait");
+    let running = c.word("recovering") + c.word("backfilling");
+    // PGs stuck on full OSDs and none moving: stalled now, even if some objects moved earlier
+    // in the window (lab, 2026-12-01: 67 objects backfilled before 12 PGs went
+    // backfill_toofull, and the headline said "1 obj/s ..., about 3h3m37s to go; Nothing to do:
+    // let recovery finish").
+    let blocked_by_full = toofull > 0 && running == 0;
+    if (r.ours > 0.0 && !blocked_by_full) || r.span.as_secs_f64() < 4.0 * f.interval || paused_by_us
+    {
         return None;
     }
     let ours = e.map(|v| v.flags_set.clone()).unwrap_or_default();
@@ -428,19 +479,13 @@ fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(Stri
         .filter(|fl| ["nobackfill", "norecover", "norebalance"].contains(fl))
         .filter(|fl| !ours.iter().any(|o| o == fl))
         .collect();
-    let toofull = c.word("backfill_toofull") + c.word("recovery_toofull");
-    let waiting = c.word("recovery_wait") + c.word("backfill_wait");
-    let running = c.word("recovering") + c.word("backfilling");
     let (why, todo) = if !foreign.is_empty() {
         (
             format!("{} set, not by the enforcer", foreign.join(" and ")),
             format!("Find out who set {} and why (`ceph log last 1000 info audit | grep 'osd set'`); unset them once that reason is gone.", foreign.join(" and ")),
         )
     } else if toofull > 0 {
-        (
-            format!("{} cannot move data: an OSD they need is too full (backfill_toofull/recovery_toofull)", plural(toofull, "PG", "PGs")),
-            "Free space on the full OSDs (`ceph osd df`); raise backfillfull_ratio only with care.".to_string(),
-        )
+        toofull_why(c)
     } else if c.pgs_moving == 0 {
         (
             "no PG is recovering, backfilling or waiting to: there is nowhere to recover the copies to".to_string(),
@@ -457,14 +502,57 @@ fn stalled(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Option<(Stri
             "Look for slow OSDs (`ceph osd perf`) and `ceph health detail`; a recovery throttle left from an earlier incident (`ceph config dump | grep -E 'recovery|backfill|mclock'`) can make it crawl.".to_string(),
         )
     };
-    Some((
+    let moving = if r.ours > 0.0 {
         format!(
-            "no object recovered over the last {} although {} are left: {why}",
+            "no PG is recovering or backfilling although {} objects are left",
+            c.remaining()
+        )
+    } else {
+        format!(
+            "no object recovered over the last {} although {} are left",
             fmt_window(r.span.as_secs_f64()),
             c.remaining()
-        ),
-        todo,
-    ))
+        )
+    };
+    Some((format!("{moving}: {why}"), todo))
+}
+
+/// Why PGs are `backfill_toofull` / `recovery_toofull`, and how to make room (lab,
+/// 2026-12-01, `backfill-toofull/`: the headline said only "an OSD they need is too full
+/// (backfill_toofull/recovery_toofull)" and "Free space on the full OSDs").
+fn toofull_why(c: &Cluster) -> (String, String) {
+    let (backfill, recovery) = (c.word("backfill_toofull"), c.word("recovery_toofull"));
+    let osds = |n: u64, check: &str| {
+        if n > 0 {
+            format!(" ({check}: {})", plural(n, "OSD", "OSDs"))
+        } else {
+            String::new()
+        }
+    };
+    let mut why = Vec::new();
+    if backfill > 0 {
+        why.push(format!(
+            "{} backfill_toofull: the OSDs they would move data to are at or above backfillfull_ratio, so Ceph backfills nothing into them{}",
+            plural(backfill, "PG is", "PGs are"),
+            osds(c.backfillfull_osds, "OSD_BACKFILLFULL")
+        ));
+    }
+    if recovery > 0 {
+        why.push(format!(
+            "{} recovery_toofull: an OSD they need is at or above full_ratio{}",
+            plural(recovery, "PG is", "PGs are"),
+            osds(c.full_osds, "OSD_FULL")
+        ));
+    }
+    let ratio = if backfill > 0 {
+        "backfillfull_ratio"
+    } else {
+        "full_ratio"
+    };
+    (
+        why.join("; "),
+        format!("Make room on the too-full OSDs (`ceph health detail` names them, `ceph osd df` shows how full they are): add OSDs or delete data; if {ratio} was lowered (`ceph osd dump | grep ratio`), put it back with `ceph osd set-{}-ratio`, keeping nearfull < backfillfull < full.", ratio.trim_end_matches("_ratio")),
+    )
 }
 
 fn redundancy_at_risk(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline {
@@ -681,12 +769,22 @@ fn recovering(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline 
         if p99 > bound { "is above" } else { "is within" },
         fmt_ms(bound)
     );
-    let breach = format!(
-        "{} has been above the bound {} for {}",
-        p99_now(v),
-        fmt_ms(bound),
-        fmt_secs(v.breach_seconds)
-    );
+    // The breach's length is as of the enforcer's last cycle, not as of now.
+    let judged_at = v.updated_at.unwrap_or(now);
+    let breach = if v.breach_seconds < 1.0 {
+        format!(
+            "{} has just gone above the bound {}",
+            p99_now(v),
+            fmt_ms(bound)
+        )
+    } else {
+        format!(
+            "{} has been above the bound {} for {}",
+            p99_now(v),
+            fmt_ms(bound),
+            fmt_secs(v.breach_seconds)
+        )
+    };
     let acting = in_force(v, now);
     let observe = v.mode == Mode::Observe;
     if v.breached {
@@ -736,15 +834,37 @@ fn recovering(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline 
                 Some("RecoveryLatencyBudgetExceeded"),
             );
         }
+        const CLIMBS: &str = "Nothing yet: the enforcer judges each rung after --enforcer.ladder-settle and climbs if p99 stays above the bound; decide by hand only if it says it has no stronger rung.";
         if let Some(acting) = acting {
             return said(
                 Case::EnforcerActing,
                 format!("{run}; {lasted}; the enforcer holds {acting}."),
-                "Nothing yet: the enforcer judges each rung after --enforcer.ladder-settle and climbs if p99 stays above the bound; decide by hand only if it says it has no stronger rung.",
+                CLIMBS,
                 Some("RecoveryLatencyBudgetExceeded"),
             );
         }
-        let acts_at = now - v.breach_seconds + v.breach_for_seconds;
+        if v.ladder_rung >= 1 && v.phase == Phase::Throttled {
+            // Its first rung was the OSDs' setting already (lab, 2026-12-01: Pacific runs
+            // high_client_ops by default): nothing changed, so no action to date it by; the
+            // decision that said so does.
+            let since = v
+                .decisions
+                .iter()
+                .rev()
+                .find(|d| d.event == "NOTHING_TO_DO")
+                .map(|d| format!(" since {}", fmt_when(d.time, now)))
+                .unwrap_or_default();
+            return said(
+                Case::EnforcerActing,
+                format!(
+                    "{run}; {lasted}; the enforcer holds {}{since}, which the OSDs already ran, so nothing changed, and judges the next rung after --enforcer.ladder-settle.",
+                    v.ladder_rung_name
+                ),
+                CLIMBS,
+                Some("RecoveryLatencyBudgetExceeded"),
+            );
+        }
+        let acts_at = judged_at - v.breach_seconds + v.breach_for_seconds;
         return said(
             Case::BreachWaiting,
             format!(
@@ -772,8 +892,22 @@ fn recovering(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline 
     }
 }
 
+/// OSDs down or out with nothing left to recover: the cluster runs with less room for the next
+/// failure until they are back or replaced.
+const OSDS_MISSING_TODO: &str = "Nothing urgent: bring the down OSDs back or replace them (`ceph osd tree down`); when one is in again, data moves back to it (a recovery).";
+
 fn quiet(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline {
     let now = f.now;
+    // "3 of 4 OSDs up, 3 in", when some are down or out.
+    let missing = match c.osds {
+        Some((n, up, inn)) if up < n || inn < n => Some(format!("{up} of {n} OSDs up, {inn} in")),
+        _ => None,
+    };
+    let todo = if missing.is_some() {
+        OSDS_MISSING_TODO
+    } else {
+        "Nothing to do."
+    };
     if let Some(v) = e {
         if v.phase == Phase::Settling {
             let back = v
@@ -787,10 +921,14 @@ fn quiet(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline {
                     )
                 })
                 .unwrap_or_else(|| "; the enforcer gives back the operator's settings after --enforcer.settle".to_string());
+            let osds = missing
+                .as_deref()
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default();
             return said(
                 Case::Settling,
-                format!("Recovery finished{back}."),
-                "Nothing to do.",
+                format!("Recovery finished{back}{osds}."),
+                todo,
                 None,
             );
         }
@@ -845,7 +983,7 @@ fn quiet(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline {
     said(
         Case::Healthy,
         format!("No recovery: {osds}, {pgs}{p99}."),
-        "Nothing to do.",
+        todo,
         None,
     )
 }

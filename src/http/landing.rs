@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::headline::Headline;
+use super::headline::{Case, Headline};
 use crate::enforcer::state::Phase;
 use crate::enforcer::EnforcerView;
 
@@ -78,7 +78,11 @@ pub struct Page {
 
 /// The runbook sections for what is happening now, most pressing first. From what the enforcer
 /// knows (its view) and which collectors are down; empty when nothing needs on-call.
-pub fn situations(view: Option<&EnforcerView>, collectors_down: &[String]) -> Vec<Situation> {
+pub fn situations(
+    view: Option<&EnforcerView>,
+    collectors_down: &[String],
+    headline: Option<&Headline>,
+) -> Vec<Situation> {
     let mut out = Vec::new();
     if !collectors_down.is_empty() {
         out.push(Situation {
@@ -86,7 +90,19 @@ pub fn situations(view: Option<&EnforcerView>, collectors_down: &[String]) -> Ve
             why: format!("collectors down: {}", collectors_down.join("; ")),
         });
     }
-    let Some(v) = view else { return out };
+    // Stalled as the headline judges it (PGs recovering, backfilling or waiting to, and no
+    // object recovered over four collections, not by our pause), so that the page never names
+    // this section for a down OSD that nothing can recover yet, nor after one slow collection.
+    let stalled = headline
+        .is_some_and(|h| h.case == Case::RecoveryStalled)
+        .then(|| Situation {
+            alert: "CephRecoveryStalled",
+            why: "recovery is not making progress (the first lines say why)".to_string(),
+        });
+    let Some(v) = view else {
+        out.extend(stalled);
+        return out;
+    };
     if v.paused {
         if v.paused_seconds > PAUSED_TOO_LONG_SECONDS && v.pause_share > 0.0 {
             out.push(Situation {
@@ -166,13 +182,7 @@ pub fn situations(view: Option<&EnforcerView>, collectors_down: &[String]) -> Ve
             ),
         });
     }
-    // Recovery to do but none happening, and not because of our own pause.
-    if v.recovery_active && !v.paused && v.recovery_objects_per_second == Some(0.0) {
-        out.push(Situation {
-            alert: "CephRecoveryStalled",
-            why: "recovery is not making progress".to_string(),
-        });
-    }
+    out.extend(stalled);
     out
 }
 
@@ -437,16 +447,16 @@ mod tests {
 
     #[test]
     fn the_state_is_chosen_from_what_the_enforcer_knows() {
-        assert!(situations(None, &[]).is_empty());
+        assert!(situations(None, &[], None).is_empty());
         let idle = view();
-        assert!(situations(Some(&idle), &[]).is_empty());
+        assert!(situations(Some(&idle), &[], None).is_empty());
 
         let mut breach = view();
         breach.breached = true;
         breach.recovery_active = true;
         breach.breach_seconds = 960.0;
         assert_eq!(
-            alerts(&situations(Some(&breach), &[])),
+            alerts(&situations(Some(&breach), &[], None)),
             ["RecoveryLatencyBudgetExceeded"]
         );
 
@@ -457,7 +467,7 @@ mod tests {
         suspended.pools_at_min_size = vec!["rbd-vms".into()];
         suspended.breached = true;
         suspended.recovery_active = true;
-        let s = situations(Some(&suspended), &[]);
+        let s = situations(Some(&suspended), &[], None);
         assert_eq!(alerts(&s), ["RecoveryLatencyBudgetSuspended"]);
         assert!(s[0].why.contains("pools at min_size: rbd-vms"), "{s:?}");
 
@@ -466,7 +476,7 @@ mod tests {
         holding.holding_reason = Some("latency_stale".into());
         let down = vec!["latency (no data for 2m0s)".to_string()];
         assert_eq!(
-            alerts(&situations(Some(&holding), &down)),
+            alerts(&situations(Some(&holding), &down, None)),
             [
                 "RecoveryBudgetCollectorDown",
                 "RecoveryBudgetEnforcerHolding"
@@ -474,7 +484,7 @@ mod tests {
         );
         // The enforcer off: collectors are still watched.
         assert_eq!(
-            alerts(&situations(None, &down)),
+            alerts(&situations(None, &down, None)),
             ["RecoveryBudgetCollectorDown"]
         );
 
@@ -487,12 +497,12 @@ mod tests {
         paused.flags_set = vec!["nobackfill".into(), "norecover".into()];
         // Paused by us: not "stalled".
         assert_eq!(
-            alerts(&situations(Some(&paused), &[])),
+            alerts(&situations(Some(&paused), &[], None)),
             ["RecoveryPausedByEnforcer"]
         );
         paused.paused_seconds = 1000.0;
         assert_eq!(
-            alerts(&situations(Some(&paused), &[])),
+            alerts(&situations(Some(&paused), &[], None)),
             [
                 "RecoveryPausedByEnforcerTooLong",
                 "RecoveryPausedByEnforcer"
@@ -502,19 +512,47 @@ mod tests {
         let mut stuck = view();
         stuck.flags_set = vec!["norecover".into()];
         assert_eq!(
-            alerts(&situations(Some(&stuck), &[])),
+            alerts(&situations(Some(&stuck), &[], None)),
             ["RecoveryPauseFlagStuck"]
         );
 
+        // Stalled: when the headline says so (PGs recovering or waiting, nothing recovered over
+        // four collections), with the enforcer off too.
         let mut stalled = view();
         stalled.recovery_active = true;
         stalled.recovery_objects_per_second = Some(0.0);
+        let said = |case| Headline {
+            case,
+            what: "x.".into(),
+            todo: "y.".into(),
+            runbook: None,
+        };
+        let stall = said(Case::RecoveryStalled);
         assert_eq!(
-            alerts(&situations(Some(&stalled), &[])),
+            alerts(&situations(Some(&stalled), &[], Some(&stall))),
             ["CephRecoveryStalled"]
         );
+        assert_eq!(
+            alerts(&situations(None, &[], Some(&stall))),
+            ["CephRecoveryStalled"]
+        );
+        // An OSD down but in (lab, 2026-12-01): nothing recovers until it is out, and that is
+        // not a stall, although the last collection recovered nothing.
+        let mut down_in = view();
+        down_in.recovery_active = true;
+        down_in.recovery_objects_per_second = Some(0.0);
+        down_in.suspended = true;
+        down_in.pgs_undersized = 20;
+        assert_eq!(
+            alerts(&situations(
+                Some(&down_in),
+                &[],
+                Some(&said(Case::OsdsDownNotOut))
+            )),
+            ["RecoveryLatencyBudgetSuspended"]
+        );
         for s in [&breach, &suspended, &holding, &paused, &stuck, &stalled] {
-            for sit in situations(Some(s), &down) {
+            for sit in situations(Some(s), &down, None) {
                 assert!(ALERTS.contains(&sit.alert), "{}", sit.alert);
             }
         }
@@ -543,7 +581,7 @@ mod tests {
     fn a_suspect_baseline_links_its_section() {
         let mut v = view();
         v.baseline_suspect = true;
-        let s = situations(Some(&v), &[]);
+        let s = situations(Some(&v), &[], None);
         assert_eq!(alerts(&s), ["RecoveryBudgetBaselineSuspect"]);
         assert!(s[0].why.contains("the baseline looks too low"), "{s:?}");
     }

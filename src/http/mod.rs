@@ -188,7 +188,7 @@ async fn landing(State(state): State<AppState>) -> Html<String> {
         telemetry_path: state.telemetry_path.clone(),
         headline: rep.headline.clone(),
         lines: rep.detail_lines(),
-        situations: landing::situations(view.as_ref(), &rep.collectors_down),
+        situations: landing::situations(view.as_ref(), &rep.collectors_down, rep.headline.as_ref()),
         collectors,
         cycle: snapshot.cycle,
         interval: snapshot.interval,

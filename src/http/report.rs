@@ -15,6 +15,9 @@ use crate::units::{fmt_ms, fmt_secs, fmt_window};
 #[serde(default)]
 pub struct StatusReport {
     pub version: String,
+    /// When the exporter built this report (Unix seconds): "ago" in the lines counts from it,
+    /// as in the headline.
+    pub generated_at: Option<f64>,
     /// What is happening and what to do, one sentence each: what on-call reads first.
     pub headline: Option<Headline>,
     pub health: Option<String>,
@@ -35,6 +38,8 @@ pub struct StatusReport {
     pub noout: bool,
     pub pgs_total: Option<u64>,
     pub pgs_undersized: Option<u64>,
+    /// PGs recovering, backfilling or waiting to (or stuck on a full OSD).
+    pub pgs_moving: Option<u64>,
     pub pools_at_min_size: Vec<String>,
     pub write_latency_seconds: Vec<(f64, f64)>,
     /// The window those quantiles cover, seconds.
@@ -61,6 +66,7 @@ impl StatusReport {
     ) -> Self {
         let mut r = StatusReport {
             version: env!("CARGO_PKG_VERSION").to_string(),
+            generated_at: Some(wall),
             ..Default::default()
         };
         let safety = match (
@@ -107,6 +113,7 @@ impl StatusReport {
             }
             r.noout |= s.status.osdmap_flags().iter().any(|f| f == "noout");
             r.pgs_total = Some(s.status.num_pgs);
+            r.pgs_moving = Some(s.status.recovery_counts().pgs_moving);
             r.pgs_undersized = Some(
                 s.status
                     .pg_state_word_counts()
@@ -166,6 +173,25 @@ impl StatusReport {
 
     /// A few plain lines, for a terminal at 3 a.m.: what is happening and what to do, then
     /// the details.
+    /// "osd.1 is", "osd.1 and osd.2 are", "1 OSD is": the OSDs down but in.
+    fn down_in_who(&self) -> String {
+        let n = self.osds_down_in;
+        let verb = if n == 1 { "is" } else { "are" };
+        if self.osds_down_in_ids.is_empty() {
+            return format!("{n} OSD{} {verb}", if n == 1 { "" } else { "s" });
+        }
+        let names: Vec<String> = self
+            .osds_down_in_ids
+            .iter()
+            .map(|i| format!("osd.{i}"))
+            .collect();
+        let names = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        format!("{names} {verb}")
+    }
+
     pub fn lines(&self) -> Vec<String> {
         let mut out = self.headline_lines();
         out.extend(self.detail_lines());
@@ -241,7 +267,7 @@ impl StatusReport {
                 ),
             };
             out.push(format!("latency: client p99 write {p99}, {bound}{breach}"));
-            if let Some(when) = in_force_line(e) {
+            if let Some(when) = in_force_line(e, self.generated_at) {
                 out.push(format!("acting: {when}"));
             }
             if e.and_then(|v| v.get("baseline_suspect"))
@@ -291,6 +317,14 @@ impl StatusReport {
                     .unwrap_or_else(|| format!("Ceph says {ceph:.0} obj/s"));
                 let share = get_f("pause_share").filter(|s| *s > 0.0 && *s < 1.0);
                 let rate = match self.recovery_objects_per_second {
+                    // An OSD down but in and no PG recovering: nothing can recover these
+                    // objects until it is back or out, whatever the counts did (lab,
+                    // 2026-12-01, osd.1 down with noout: "41 obj/s ..., about 6m6s to finish"
+                    // from degraded counts moving under client writes).
+                    _ if self.osds_down_in > 0 && self.pgs_moving == Some(0) => format!(
+                        "nothing recovers them while {} down but in",
+                        self.down_in_who()
+                    ),
                     Some(r) if r > 0.0 => {
                         let eta = (d + m) as f64 / r;
                         let pause = share
@@ -478,7 +512,7 @@ impl StatusReport {
 
 /// "acting: rung 1 (high_client_ops) since 02:35:10Z (12m0s ago), entered at client p99 write
 /// 38.2 ms over the last 5m; 33.0 ms now: better", from the view as served.
-fn in_force_line(e: Option<&serde_json::Value>) -> Option<String> {
+fn in_force_line(e: Option<&serde_json::Value>, now: Option<f64>) -> Option<String> {
     let e = e?;
     let f = |k: &str| e.get(k).and_then(serde_json::Value::as_f64);
     Some(headline::in_force_text(&headline::InForce {
@@ -487,7 +521,9 @@ fn in_force_line(e: Option<&serde_json::Value>) -> Option<String> {
         then: f("action_p99_seconds"),
         now_p99: f("p99_seconds"),
         window: f("p99_window_seconds").unwrap_or(0.0),
-        now: f("updated_at")?,
+        // The report's time, as the headline's "ago" (lab, 2026-12-01: the headline said
+        // "(42s ago)" and this line "(30s ago)", counted from the enforcer's last cycle).
+        now: now.or_else(|| f("updated_at"))?,
     }))
 }
 
@@ -575,6 +611,19 @@ mod tests {
         );
         // The rung in force with the p99 that led to it and the p99 now, better or worse said.
         assert!(text.contains("acting: rung 3 (pause nobackfill+norecover 40% of each 60 s) since 08:00:00Z (12m0s ago), entered at client p99 write 41.2 ms over the last 1m; 20.5 ms now: better"), "{text}");
+        // Built 12 s after the enforcer's last cycle: "ago" as of then, as in the headline.
+        let later = StatusReport {
+            generated_at: Some(1.8e9 + 732.0),
+            ..r.clone()
+        };
+        assert!(
+            later
+                .lines()
+                .join("\n")
+                .contains("since 08:00:00Z (12m12s ago)"),
+            "{:?}",
+            later.lines()
+        );
         // Our rate next to Ceph's over the same time (Ceph's 0 now is a pause slice), and the
         // time to finish with the pause counted.
         assert!(text.contains("recovery: 0 degraded + 6001 misplaced objects, 100 obj/s over the last 5m (Ceph: 96 obj/s over the same time, 0 now), about 1m0s to finish at this rate; the rate includes the enforcer's pause (40% of the time): about 36s if it stopped pausing"), "{text}");
@@ -603,6 +652,40 @@ mod tests {
         assert!(!text.contains("in this recovery"), "{text}");
         assert!(text.contains("latency: client p99 write none (no client writes in the last 15s, only older ones in the last 5m), no bound yet"), "{text}");
         assert!(text.contains("baseline: LOOKS TOO LOW: without recovery p99 has stayed above the bound for 15m0s or more"), "{text}");
+    }
+
+    #[test]
+    fn an_osd_down_but_in_gets_no_time_to_finish() {
+        // Lab, 2026-12-01: osd.1 stopped with noout; degraded counts moved under client writes
+        // and the line said "41 obj/s over the last 45s ..., about 6m6s to finish at this rate".
+        let r = StatusReport {
+            degraded_objects: Some(15024),
+            misplaced_objects: Some(0),
+            recovery_objects_per_second: Some(41.0),
+            recovery_objects_per_second_ceph: Some(0.0),
+            recovery_objects_per_second_ceph_window: Some(3.0),
+            recovery_rate_span_seconds: Some(45.0),
+            osds: Some((4, 3, 4)),
+            osds_down_in: 1,
+            osds_down_in_ids: vec![1],
+            noout: true,
+            pgs_undersized: Some(27),
+            pgs_moving: Some(0),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(
+            text.contains("recovery: 15024 degraded + 0 misplaced objects, nothing recovers them while osd.1 is down but in\n"),
+            "{text}"
+        );
+        assert!(!text.contains("to finish"), "{text}");
+        // PGs recovering meanwhile (another OSD's recovery): the rate and time are said.
+        let r = StatusReport {
+            pgs_moving: Some(3),
+            ..r
+        };
+        let text = r.lines().join("\n");
+        assert!(text.contains("41 obj/s over the last 45s"), "{text}");
     }
 
     #[test]

@@ -4,8 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::*;
 use crate::ceph::parse::test_support::fixture;
 use crate::ceph::parse::{self, pgs::PgBrief};
@@ -18,6 +16,9 @@ use crate::enforcer::{apply_outcome, decide, EnforcerState, Policy};
 
 /// `undersized/ceph_status.json` was captured at this time (its `_index.tsv`).
 const UNDERSIZED_AT: Time = 1_796_045_211.0;
+
+/// `osd-down-not-out/ceph_status.json` was captured at this time (its `_index.tsv`).
+const OSD_DOWN_AT: Time = 1_796_158_801.0;
 
 fn status(state: &str) -> ClusterStatus {
     parse::status::parse(&fixture(&format!("{state}/ceph_status.json"))).expect("status")
@@ -111,6 +112,8 @@ struct Run {
     state: EnforcerState,
     now: Time,
     profile: String,
+    /// The decision log so far, as the loop pushes it into the view.
+    decisions: Vec<crate::enforcer::event::DecisionRecord>,
 }
 
 impl Run {
@@ -120,6 +123,7 @@ impl Run {
             state: EnforcerState::default(),
             now,
             profile: "balanced".into(),
+            decisions: Vec::new(),
         }
     }
 
@@ -138,6 +142,7 @@ impl Run {
             self.now += 15.0;
             let obs = &self.seen(obs);
             let d = decide(&self.policy, obs, &self.state, self.now);
+            self.decisions.extend(d.notes.iter().cloned());
             let mut state = d.next.clone();
             for p in &d.effects {
                 let outcome = match &p.effect {
@@ -169,6 +174,9 @@ impl Run {
     fn view(&self, obs: &Observation) -> EnforcerView {
         let mut v = EnforcerView::new(&self.policy);
         v.update(&self.policy, &self.seen(obs), &self.state, self.now);
+        for r in &self.decisions {
+            v.push_decision(r.clone());
+        }
         v
     }
 }
@@ -227,8 +235,8 @@ fn an_osd_down_with_noout_is_named_with_since_when_and_what_holds_it_in() {
         Case::OsdsDownNotOut,
         &[
             "osd.2 is down but still in since 13:26:35Z (16s ago): 19 of 33 PGs are undersized and nothing recovers their copies meanwhile",
-            "18 PGs of pool rbd-vms have 2 of 3 copies (min_size 2): 1 more OSD failure stops their I/O, 2 more can lose data",
-            "1 PG of pool device_health_metrics has 2 of 3 copies (min_size 2)",
+            // Pools in the same plight are said once, the most PGs first.
+            "; 18 PGs of pool rbd-vms and 1 PG of pool device_health_metrics have 2 of 3 copies (min_size 2): 1 more OSD failure stops their I/O, 2 more can lose data;",
             "`noout` is set, so Ceph will not mark it out",
         ],
         &["Bring osd.2 back", "`ceph osd out 2` starts recovery now", "stop or restart no other OSD"],
@@ -236,45 +244,28 @@ fn an_osd_down_with_noout_is_named_with_since_when_and_what_holds_it_in() {
     assert_eq!(h.runbook.as_deref(), Some("RecoveryLatencyBudgetSuspended"));
 }
 
-/// The same recorded state without `noout` (removed from the OSD map's flags and the health
-/// checks): what a down OSD looks like while Ceph waits to mark it out.
-fn without_noout() -> (ClusterStatus, Vec<u8>) {
-    let mut st: Value = serde_json::from_slice(&fixture("undersized/ceph_status.json")).unwrap();
-    if let Some(checks) = st["health"]["checks"].as_object_mut() {
-        checks.remove("OSDMAP_FLAGS");
-    }
-    let st = parse::status::parse(st.to_string().as_bytes()).unwrap();
-    let mut dump: Value =
-        serde_json::from_slice(&fixture("undersized/ceph_osd_dump.json")).unwrap();
-    dump["flags"] = Value::from("sortbitwise,recovery_deletes,purged_snapdirs,pglog_hardlimit");
-    dump["flags_set"] = serde_json::json!([
-        "pglog_hardlimit",
-        "purged_snapdirs",
-        "recovery_deletes",
-        "sortbitwise"
-    ]);
-    (st, dump.to_string().into_bytes())
-}
-
 #[test]
 fn an_osd_down_without_noout_says_when_ceph_marks_it_out() {
-    let (st, dump) = without_noout();
-    let c = cluster_with("undersized", &st, Some(&dump));
-    let h = headline(&facts(UNDERSIZED_AT, c.clone(), None));
+    // osd.2 stopped without noout (osd-down-not-out/events.txt: 20:59:47.8Z), captured 14 s
+    // later; Ceph marked it out at 21:09:50Z.
+    let c = cluster("osd-down-not-out");
+    assert!(c.flags.is_empty(), "{:?}", c.flags);
+    let h = headline(&facts(OSD_DOWN_AT, c.clone(), None));
     check(
         &h,
         Case::OsdsDownNotOut,
-        &["osd.2 is down but still in since 13:26:35Z (16s ago)",
-          "Ceph marks it out, and recovery starts, at about 13:36:35Z (in 9m44s): mon_osd_down_out_interval is 600 s by default (`ceph config get mon mon_osd_down_out_interval` shows yours)"],
+        &["osd.2 is down but still in since 20:59:48Z (13s ago): 20 of 33 PGs are undersized and nothing recovers their copies meanwhile; 19 PGs of pool rbd-vms and 1 PG of pool device_health_metrics have 2 of 3 copies (min_size 2): 1 more OSD failure stops their I/O, 2 more can lose data;",
+          "Ceph marks it out, and recovery starts, at about 21:09:48Z (in 9m47s): mon_osd_down_out_interval is 600 s by default (`ceph config get mon mon_osd_down_out_interval` shows yours)"],
         &["Bring osd.2 back before then if you can", "`ceph osd out 2` to start recovery now"],
     );
+    assert_eq!(h.runbook.as_deref(), Some("RecoveryLatencyBudgetSuspended"));
     // Past the interval and still in: said, with what else keeps an OSD in.
-    let h = headline(&facts(UNDERSIZED_AT + 700.0, c, None));
-    assert!(h.what.contains("it is still in 11m56s after it went down, past the default mon_osd_down_out_interval of 600 s"), "{}", h.what);
+    let h = headline(&facts(OSD_DOWN_AT + 700.0, c, None));
+    assert!(h.what.contains("it is still in 11m53s after it went down, past the default mon_osd_down_out_interval of 600 s"), "{}", h.what);
     // The OSD map not read: the count, and where to look.
     let h = headline(&facts(
-        UNDERSIZED_AT,
-        cluster_with("undersized", &st, None),
+        OSD_DOWN_AT,
+        cluster_with("osd-down-not-out", &status("osd-down-not-out"), None),
         None,
     ));
     assert!(h.what.starts_with("1 OSD (which: `ceph osd tree down`; reading the OSD map failed: not read) is down but still in:"), "{}", h.what);
@@ -341,9 +332,73 @@ fn the_time_to_finish_counts_the_enforcers_pause() {
     );
 }
 
+/// `backfill-toofull/ceph_status.json` was captured at this time (its `_index.tsv`).
+const TOOFULL_AT: Time = 1_796_161_290.0;
+
+#[test]
+fn a_recovery_stalled_by_backfill_toofull_names_it_and_how_to_make_room() {
+    // backfillfull_ratio lowered to 0.12 below every OSD's use, then osd.3 reweighted to 0.2
+    // (backfill-toofull/events.txt): 13 PGs active+remapped+backfill_toofull, 7579 objects
+    // misplaced and not moving. The rate is the exporter's on the lab then (status at 21:41:19Z:
+    // "no progress over the last 2m30s (Ceph: 0 obj/s over the same time, 0 now)").
+    let mut c = cluster("backfill-toofull");
+    c.rates = Some(WindowRates {
+        ours: 0.0,
+        ceph: 0.0,
+        span: Duration::from_secs(150),
+    });
+    // The enforcer held rung 2 from the recovery before; holding is not pausing.
+    let obs = observation("backfill-toofull", Some(90.1));
+    let mut run = Run::new(policy(), TOOFULL_AT - 64.0 * 15.0);
+    let v = run
+        .cycles(&observation("rebalance", Some(38.0)), 62)
+        .view(&obs);
+    assert!(v.ladder_rung >= 1 && !v.paused, "{v:#?}");
+    let h = headline(&facts(TOOFULL_AT, c.clone(), Some(&v)));
+    check(
+        &h,
+        Case::RecoveryStalled,
+        &["Recovery is stalled: no object recovered over the last 2m30s although 7579 are left: 13 PGs are backfill_toofull: the OSDs they would move data to are at or above backfillfull_ratio, so Ceph backfills nothing into them (OSD_BACKFILLFULL: 4 OSDs)."],
+        &[
+            "Make room on the too-full OSDs (`ceph health detail` names them, `ceph osd df` shows how full they are)",
+            "if backfillfull_ratio was lowered (`ceph osd dump | grep ratio`), put it back with `ceph osd set-backfillfull-ratio`",
+        ],
+    );
+    assert_eq!(h.runbook.as_deref(), Some("CephRecoveryStalled"));
+    // A few objects moved before the PGs went backfill_toofull (the second run on the lab:
+    // 7097 -> 7030 in the first 30s, then nothing): stalled all the same, since none moves.
+    c.rates = Some(WindowRates {
+        ours: 67.0 / 105.0,
+        ceph: 1.0,
+        span: Duration::from_secs(105),
+    });
+    let h = headline(&facts(TOOFULL_AT, c.clone(), None));
+    check(
+        &h,
+        Case::RecoveryStalled,
+        &["Recovery is stalled: no PG is recovering or backfilling although 7579 objects are left: 13 PGs are backfill_toofull"],
+        &["`ceph osd set-backfillfull-ratio`"],
+    );
+    // Under four collections (21:39:31Z on the lab): not judged stalled yet.
+    c.rates = Some(WindowRates {
+        ours: 0.0,
+        ceph: 0.0,
+        span: Duration::from_secs(30),
+    });
+    let h = headline(&facts(TOOFULL_AT, c, None));
+    assert_eq!(h.case, Case::RecoveryUnjudged, "{h:#?}");
+    assert!(
+        h.what
+            .contains("7579 objects to recover, none recovered over the last 30s"),
+        "{}",
+        h.what
+    );
+}
+
 #[test]
 fn a_stalled_recovery_says_why_from_the_pg_states() {
-    // The rebalance's PG states, but nothing recovered for two minutes.
+    // Edits of the recorded rebalance, for the reasons no lab state here shows: its PG states
+    // with nothing recovered for two minutes (it really recovered), then someone's norecover.
     let mut c = cluster("rebalance");
     c.rates = Some(WindowRates {
         ours: 0.0,
@@ -423,6 +478,44 @@ fn the_bound_during_a_rebalance_from_breach_to_the_enforcers_rung() {
         Case::RecoveryWithinBound,
         &["no client writes in the last 15s, only older ones in the last 5m, so there is no client latency to protect now"],
         &["Nothing to do"],
+    );
+}
+
+#[test]
+fn a_first_rung_the_osds_already_ran_is_held_not_awaited() {
+    // Lab, 2026-12-01: Pacific's default profile is high_client_ops, the throttle's too. The
+    // enforcer said "THROTTLE wanted but the OSDs are already configured that way (rung 1 is in
+    // force)", and the headline went on saying "the enforcer acts at 21:31:15Z (0s ago) if it
+    // lasts" for minutes.
+    let slow = observation("rebalance", Some(38.0));
+    let mut run = Run::new(policy(), 1.8e9);
+    run.profile = "high_client_ops".into();
+    let v = run.cycles(&slow, 64).view(&slow);
+    assert_eq!((v.ladder_rung, v.action_since), (1, None), "{v:#?}");
+    let h = headline(&facts(run.now, cluster("rebalance"), Some(&v)));
+    check(
+        &h,
+        Case::EnforcerActing,
+        &["client p99 write 38.0 ms over the last 5m has been above the bound 32.0 ms for 15m45s; the enforcer holds rung 1 (high_client_ops) since 08:15:15Z (45s ago), which the OSDs already ran, so nothing changed, and judges the next rung after --enforcer.ladder-settle."],
+        &["Nothing yet: the enforcer judges each rung after --enforcer.ladder-settle"],
+    );
+    assert!(!h.what.contains("acts at"), "{}", h.what);
+}
+
+#[test]
+fn a_breach_just_begun_and_when_the_enforcer_acts_as_of_its_last_cycle() {
+    let slow = observation("rebalance", Some(38.0));
+    let mut run = Run::new(policy(), 1.8e9);
+    let v = run.cycles(&slow, 1).view(&slow);
+    // Read at once: "just gone above", not "for 0s".
+    let h = headline(&facts(run.now, cluster("rebalance"), Some(&v)));
+    assert!(h.what.contains("client p99 write 38.0 ms over the last 5m has just gone above the bound 32.0 ms, and the enforcer acts at 08:15:15Z (in 15m0s) if it lasts"), "{}", h.what);
+    // Read 10 s after the enforcer's cycle: the same time to act (lab: it moved with each read).
+    let h = headline(&facts(run.now + 10.0, cluster("rebalance"), Some(&v)));
+    assert!(
+        h.what.contains("acts at 08:15:15Z (in 14m50s)"),
+        "{}",
+        h.what
     );
 }
 
@@ -544,6 +637,34 @@ fn after_the_recovery_settling_then_a_baseline_that_cannot_be_right() {
         &["--enforcer.baseline: `learned`, a number, or `fio:FILE`"],
     );
     assert_eq!(h.runbook.as_deref(), Some("RecoveryBudgetBaselineSuspect"));
+}
+
+#[test]
+fn recovered_with_an_osd_out_says_so_and_what_comes_next() {
+    // osd.3 stopped and marked out; recovery finished, all PGs clean, HEALTH_OK
+    // (osd-out-recovered/events.txt). The walk-through's status said "Recovery finished ...;
+    // Nothing to do." with one OSD of four gone.
+    let at = 1_796_160_021.0;
+    let slow = observation("rebalance", Some(38.0));
+    let mut run = Run::new(policy(), at - 62.0 * 15.0 - 15.0);
+    run.cycles(&slow, 62);
+    let clean = observation("osd-out-recovered", Some(60.0));
+    let v = run.cycles(&clean, 1).view(&clean);
+    let h = headline(&facts(run.now, cluster("osd-out-recovered"), Some(&v)));
+    check(
+        &h,
+        Case::Settling,
+        &["Recovery finished at", "after --enforcer.settle 5m0s; 3 of 4 OSDs up, 3 in."],
+        &["Nothing urgent: bring the down OSDs back or replace them (`ceph osd tree down`); when one is in again, data moves back to it (a recovery)."],
+    );
+    // The enforcer off: the same.
+    let h = headline(&facts(at, cluster("osd-out-recovered"), None));
+    check(
+        &h,
+        Case::Healthy,
+        &["No recovery: 3 of 4 OSDs up, 3 in, all 33 PGs clean."],
+        &["Nothing urgent: bring the down OSDs back"],
+    );
 }
 
 #[test]
