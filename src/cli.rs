@@ -46,8 +46,13 @@ Examples:\n  ceph-recovery-budget check-config /etc/ceph-recovery-budget.yml"
         long_about = "Asks a running `serve` (GET /api/status) and prints a few plain lines: mode and \
 state, client p99 against the bound and baseline, recovery progress (degraded/misplaced objects, \
 objects/s, time to finish at this rate), undersized PGs and pools at min_size, the mClock profile in \
-force, and the last decisions.\n\nExamples:\n  ceph-recovery-budget status\n  watch ceph-recovery-budget status --url http://mon1:9939\n  \
-ceph-recovery-budget status --format json | jq .enforcer.phase"
+force, and the last decisions.\n\n\
+An exporter served with --web.config.file: an https:// URL, --tls.ca-file for the CA that signed its \
+certificate (default: the system's CAs), --tls.cert-file and --tls.key-file when it asks for a client \
+certificate, --basic-auth.username with the password in --basic-auth.password-file or \
+$CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD (never a flag: a flag shows in ps).\n\nExamples:\n  ceph-recovery-budget status\n  watch ceph-recovery-budget status --url http://mon1:9939\n  \
+ceph-recovery-budget status --format json | jq .enforcer.phase\n  \
+ceph-recovery-budget status --url https://mon1:9939 --tls.ca-file /etc/ceph-recovery-budget/ca.crt \\\n      --basic-auth.username prometheus --basic-auth.password-file ~/.crb-password"
     )]
     Status(StatusArgs),
     /// Summarize a fio report (text of any version, or JSON): IOPS, bandwidth and clat p50/p95/p99
@@ -369,12 +374,110 @@ pub enum StatusFormat {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Where `serve` listens
+    /// Where `serve` listens (https:// when it serves TLS, `--web.config.file`)
     #[arg(long, default_value = "http://127.0.0.1:9939")]
     pub url: String,
     /// Plain lines or the JSON report
     #[arg(long, default_value = "text")]
     pub format: StatusFormat,
+    #[command(flatten)]
+    pub access: AccessArgs,
+}
+
+/// The environment variable holding the basic-auth password (never a flag: a flag's value
+/// shows in `ps`).
+pub const BASIC_AUTH_PASSWORD_ENV: &str = "CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD";
+
+/// How to get into an exporter served with `--web.config.file`: what curl's `--cacert`,
+/// `--cert`/`--key`, `-k` and `-u` and Prometheus' `tls_config`/`basic_auth` say.
+#[derive(Debug, Args, Default, Clone)]
+pub struct AccessArgs {
+    /// PEM file of the CA(s) that signed the exporter's certificate (https URLs). Default: the
+    /// system's CAs ($SSL_CERT_FILE, else /etc/ssl/certs/ca-certificates.crt or the like)
+    #[arg(long = "tls.ca-file", value_name = "FILE")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate, for an exporter whose client_auth_type asks for one (with
+    /// --tls.key-file)
+    #[arg(long = "tls.cert-file", value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls.cert-file
+    #[arg(long = "tls.key-file", value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// The name to check the exporter's certificate against, when the URL's host is not one
+    /// it holds
+    #[arg(long = "tls.server-name", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// Accept any certificate the exporter shows (still encrypted, but anyone could answer):
+    /// for a test, never for a habit
+    #[arg(long = "tls.insecure-skip-verify")]
+    pub tls_insecure_skip_verify: bool,
+    /// Basic-auth user name (one of the web config file's basic_auth_users); the password from
+    /// --basic-auth.password-file or $CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD
+    #[arg(long = "basic-auth.username", value_name = "USER")]
+    pub basic_auth_username: Option<String>,
+    /// File holding the basic-auth password (one line; a final newline is not part of it)
+    #[arg(
+        long = "basic-auth.password-file",
+        value_name = "FILE",
+        requires = "basic_auth_username"
+    )]
+    pub basic_auth_password_file: Option<PathBuf>,
+}
+
+impl AccessArgs {
+    /// What the flags say, the password read from its file, else from `env_password` (the
+    /// value of [`BASIC_AUTH_PASSWORD_ENV`]): a flag wins over the environment.
+    pub fn access(
+        &self,
+        env_password: Option<String>,
+    ) -> Result<crate::http_client::Access, String> {
+        let basic_auth = match &self.basic_auth_username {
+            None => None,
+            Some(user) if user.is_empty() || user.contains(':') => {
+                return Err(format!(
+                    "--basic-auth.username {user:?}: a user name is not empty and has no ':' (basic auth sends user:password)"
+                ))
+            }
+            Some(user) => {
+                let password = match (&self.basic_auth_password_file, env_password) {
+                    (Some(file), _) => {
+                        let text = std::fs::read_to_string(file).map_err(|e| {
+                            format!("--basic-auth.password-file {}: {e}", file.display())
+                        })?;
+                        let line = text
+                            .strip_suffix('\n')
+                            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                            .unwrap_or(&text);
+                        if line.is_empty() {
+                            return Err(format!(
+                                "--basic-auth.password-file {} is empty",
+                                file.display()
+                            ));
+                        }
+                        line.to_string()
+                    }
+                    (None, Some(p)) if !p.is_empty() => p,
+                    (None, _) => {
+                        return Err(format!(
+                            "--basic-auth.username {user} needs its password: --basic-auth.password-file FILE or ${BASIC_AUTH_PASSWORD_ENV} (never a flag: a flag shows in ps)"
+                        ))
+                    }
+                };
+                Some(crate::http_client::BasicAuth {
+                    username: user.clone(),
+                    password,
+                })
+            }
+        };
+        Ok(crate::http_client::Access {
+            ca_file: self.tls_ca_file.clone(),
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_key_file.clone(),
+            server_name: self.tls_server_name.clone(),
+            insecure_skip_verify: self.tls_insecure_skip_verify,
+            basic_auth,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -412,6 +515,100 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    fn status_args(args: &[&str]) -> Result<StatusArgs, clap::Error> {
+        let mut argv = vec!["ceph-recovery-budget", "status"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Status(a) => Ok(a),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn status_takes_tls_and_basic_auth_and_never_a_password_flag() {
+        let a = status_args(&[
+            "--url",
+            "https://mon1:9939",
+            "--tls.ca-file",
+            "ca.crt",
+            "--tls.cert-file",
+            "c.crt",
+            "--tls.key-file",
+            "c.key",
+            "--basic-auth.username",
+            "prometheus",
+        ])
+        .unwrap();
+        let access = a.access.access(Some("from-env".into())).unwrap();
+        assert_eq!(access.ca_file, Some(PathBuf::from("ca.crt")));
+        assert_eq!(access.cert_file, Some(PathBuf::from("c.crt")));
+        assert_eq!(access.key_file, Some(PathBuf::from("c.key")));
+        assert!(!access.insecure_skip_verify);
+        let auth = access.basic_auth.unwrap();
+        assert_eq!(
+            (auth.username.as_str(), auth.password.as_str()),
+            ("prometheus", "from-env")
+        );
+        // No flag carries a password; a certificate needs its key; a password file its user.
+        assert!(status_args(&["--basic-auth.password", "x"]).is_err());
+        assert!(status_args(&["--tls.cert-file", "c.crt"]).is_err());
+        assert!(status_args(&["--tls.key-file", "c.key"]).is_err());
+        assert!(status_args(&["--basic-auth.password-file", "p"]).is_err());
+        // A user without a password says where the password goes.
+        let a = status_args(&["--basic-auth.username", "prometheus"]).unwrap();
+        let e = a.access.access(None).unwrap_err();
+        assert!(
+            e.contains(
+                "--basic-auth.password-file FILE or $CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD"
+            ),
+            "{e}"
+        );
+        assert!(a.access.access(Some(String::new())).is_err());
+        // No user: the environment's password is not used.
+        let a = status_args(&["--tls.insecure-skip-verify"]).unwrap();
+        let access = a.access.access(Some("pw".into())).unwrap();
+        assert!(access.basic_auth.is_none() && access.insecure_skip_verify);
+    }
+
+    #[test]
+    fn a_password_file_is_its_first_line_and_wins_over_the_environment() {
+        let dir = std::env::temp_dir().join(format!("crb-cli-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let read = |content: &str| {
+            let f = dir.join("pw");
+            std::fs::write(&f, content).unwrap();
+            let a = status_args(&[
+                "--basic-auth.username",
+                "u",
+                "--basic-auth.password-file",
+                f.to_str().unwrap(),
+            ])
+            .unwrap();
+            a.access
+                .access(Some("env".into()))
+                .map(|x| x.basic_auth.unwrap().password)
+        };
+        assert_eq!(read("s3cret\n"), Ok("s3cret".into()));
+        assert_eq!(read("s3cret\r\n"), Ok("s3cret".into()));
+        assert_eq!(read(" with space "), Ok(" with space ".into()));
+        assert!(read("\n").unwrap_err().ends_with("is empty"));
+        let missing = status_args(&[
+            "--basic-auth.username",
+            "u",
+            "--basic-auth.password-file",
+            "/nonexistent/pw",
+        ])
+        .unwrap();
+        let e = missing.access.access(None).unwrap_err();
+        assert!(
+            e.starts_with("--basic-auth.password-file /nonexistent/pw: "),
+            "{e}"
+        );
+        let colon = status_args(&["--basic-auth.username", "a:b"]).unwrap();
+        assert!(colon.access.access(Some("x".into())).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

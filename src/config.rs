@@ -367,7 +367,10 @@ mod tests {
         );
         let e = resolve("", &flags(None)).unwrap_err().to_string();
         assert!(e.contains("needs the Prometheus to ask"), "{e}");
-        for bad in ["https://mon1:9090", "mon1:9090", "http://mon1:9090/?x=1"] {
+        // https is asked with the system's CAs.
+        let s = resolve("", &flags(Some("https://prometheus.example:9090"))).unwrap();
+        assert_eq!(s.prometheus.unwrap().url, "https://prometheus.example:9090");
+        for bad in ["ftp://mon1:9090", "mon1:9090", "http://mon1:9090/?x=1"] {
             let e = resolve("", &flags(Some(bad))).unwrap_err().to_string();
             assert!(
                 e.starts_with("flag --prometheus.url") && e.contains("expected http://HOST:PORT"),
@@ -376,7 +379,7 @@ mod tests {
         }
         // The same check, naming the file's key.
         let e = resolve(
-            "latency:\n  source: prometheus\nprometheus:\n  url: https://mon1:9090\nenforcer:\n  baseline: 16ms\n",
+            "latency:\n  source: prometheus\nprometheus:\n  url: ftp://mon1:9090\nenforcer:\n  baseline: 16ms\n",
             &Flags::default(),
         )
         .unwrap_err()

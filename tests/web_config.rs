@@ -902,3 +902,263 @@ fn keep_alive_connections_live_for_the_idle_timeout_not_the_header_timeout() {
         "closed after the idle timeout (1.5 s), not before: {after:?}"
     );
 }
+
+// ------------------------------------------------------------------------------------------
+// Our own client: `status` against an exporter with a web config
+// ------------------------------------------------------------------------------------------
+
+/// `ceph-recovery-budget status ARGS`, with neither the password variable nor `SSL_CERT_FILE`
+/// from the test's environment unless `env` sets them: exit code, stdout, stderr.
+fn status_cmd(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"));
+    cmd.arg("status")
+        .args(args)
+        .env_remove("CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD")
+        .env_remove("SSL_CERT_FILE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `status` reaches an exporter served with TLS and basic auth as curl would: an https URL,
+/// `--tls.ca-file`, the user and the password from a file or the environment; by IP or by a
+/// name the certificate holds; `--tls.insecure-skip-verify` only when asked.
+#[test]
+fn status_reads_an_exporter_over_tls_with_a_ca_file_and_basic_auth() {
+    let dir = TempDir::new("web-status");
+    let pki = make_pki(&dir, "st");
+    let srv = Served::start(Some(&tls_config(&dir, "", "right")), Limits::default());
+    let password_file = dir.write("password", "right\n");
+    let ca = pki.ca.to_str().unwrap();
+    let pw = password_file.to_str().unwrap();
+    let by_ip = format!("https://127.0.0.1:{}", srv.port);
+    let by_name = format!("https://localhost:{}/", srv.port);
+    let auth = ["--basic-auth.username", "prometheus"];
+
+    for url in [&by_ip, &by_name] {
+        let (code, out, err) = status_cmd(
+            &[
+                &[
+                    "--url",
+                    url,
+                    "--tls.ca-file",
+                    ca,
+                    "--basic-auth.password-file",
+                    pw,
+                ],
+                &auth[..],
+            ]
+            .concat(),
+            &[],
+        );
+        assert_eq!(code, Some(0), "{url}: {err}");
+        assert!(!out.trim().is_empty(), "{url}: the status lines: {out}");
+    }
+    // The password from the environment; JSON as served.
+    let (code, out, err) = status_cmd(
+        &[
+            &["--url", &by_ip, "--tls.ca-file", ca, "--format", "json"],
+            &auth[..],
+        ]
+        .concat(),
+        &[("CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD", "right")],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    // The system's CAs ($SSL_CERT_FILE here) are used without --tls.ca-file.
+    let (code, _, err) = status_cmd(
+        &[
+            &["--url", &by_ip, "--basic-auth.password-file", pw],
+            &auth[..],
+        ]
+        .concat(),
+        &[("SSL_CERT_FILE", ca)],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // No check of the certificate, when asked: still TLS, still the password.
+    let (code, _, err) = status_cmd(
+        &[
+            &[
+                "--url",
+                &by_ip,
+                "--tls.insecure-skip-verify",
+                "--basic-auth.password-file",
+                pw,
+            ],
+            &auth[..],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// Each way of getting it wrong says what failed: an untrusted certificate names the CA file
+/// it was checked against, a 401 says whether credentials were sent and which flags carry
+/// them, plain http to the TLS port and https to a plain port say which to use, a name the
+/// certificate does not hold says so, TLS flags on an http URL are refused.
+#[test]
+fn status_says_what_failed_against_a_tls_exporter() {
+    let dir = TempDir::new("web-status-fail");
+    let pki = make_pki(&dir, "sf");
+    let srv = Served::start(Some(&tls_config(&dir, "", "right")), Limits::default());
+    let ca = pki.ca.to_str().unwrap();
+    let other = pki_other_ca(&dir);
+    let other = other.to_str().unwrap();
+    let url = format!("https://127.0.0.1:{}", srv.port);
+    let failed = |args: &[&str], env: &[(&str, &str)]| {
+        let (code, out, err) = status_cmd(args, env);
+        assert_eq!(code, Some(1), "{args:?}: {out} {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        err
+    };
+    let pw = [("CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD", "right")];
+    let user = ["--basic-auth.username", "prometheus"];
+
+    // A wrong password, and none at all.
+    let err = failed(
+        &[&["--url", &url, "--tls.ca-file", ca], &user[..]].concat(),
+        &[("CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD", "wrong")],
+    );
+    assert!(err.contains("answered 401"), "{err}");
+    assert!(err.contains("wrong user name or password"), "{err}");
+    assert!(err.contains("check --basic-auth.username"), "{err}");
+    let err = failed(&["--url", &url, "--tls.ca-file", ca], &pw);
+    assert!(err.contains("answered 401"), "{err}");
+    assert!(err.contains("the exporter wants basic auth"), "{err}");
+    // A user without a password: refused before connecting.
+    let err = failed(
+        &[&["--url", &url, "--tls.ca-file", ca], &user[..]].concat(),
+        &[],
+    );
+    assert!(err.contains("needs its password"), "{err}");
+
+    // A CA that did not sign the server's certificate: named, from the flag or the system.
+    let err = failed(
+        &[&["--url", &url, "--tls.ca-file", other], &user[..]].concat(),
+        &pw,
+    );
+    assert!(err.contains("not trusted"), "{err}");
+    assert!(err.contains(&format!("--tls.ca-file {other}")), "{err}");
+    let err = failed(
+        &[&["--url", &url], &user[..]].concat(),
+        &[pw[0], ("SSL_CERT_FILE", other)],
+    );
+    assert!(err.contains("none of the system's CAs"), "{err}");
+    assert!(
+        err.contains(other) && err.contains("--tls.ca-file"),
+        "{err}"
+    );
+    // A name the certificate does not hold.
+    let err = failed(
+        &[
+            &[
+                "--url",
+                &url,
+                "--tls.ca-file",
+                ca,
+                "--tls.server-name",
+                "wrong.example",
+            ],
+            &user[..],
+        ]
+        .concat(),
+        &pw,
+    );
+    assert!(err.contains("not for wrong.example"), "{err}");
+
+    // Plain http to the TLS port.
+    let plain_url = format!("http://127.0.0.1:{}", srv.port);
+    let err = failed(&[&["--url", &plain_url], &user[..]].concat(), &pw);
+    assert!(err.contains("answered 400"), "{err}");
+    assert!(err.contains("use --url https://"), "{err}");
+    // TLS flags with an http URL: refused, not ignored.
+    let err = failed(&["--url", &plain_url, "--tls.ca-file", ca], &[]);
+    assert!(err.contains("--tls.ca-file is for https URLs"), "{err}");
+
+    // https to a plain-HTTP exporter.
+    let plain = Served::start(None, Limits::default());
+    let err = failed(
+        &[
+            "--url",
+            &format!("https://127.0.0.1:{}", plain.port),
+            "--tls.ca-file",
+            ca,
+        ],
+        &[],
+    );
+    assert!(err.contains("does not speak TLS on this port"), "{err}");
+}
+
+/// An exporter that requires a client certificate (`RequireAndVerifyClientCert`): `status`
+/// with `--tls.cert-file`/`--tls.key-file` gets in; without one it is told to give one; with
+/// a certificate from another CA it is told the server refused it.
+#[test]
+fn status_brings_a_client_certificate_when_the_exporter_requires_one() {
+    let dir = TempDir::new("web-status-mtls");
+    let pki = make_pki(&dir, "sm");
+    let web = tls_config(
+        &dir,
+        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca-sm.crt\n",
+        "right",
+    );
+    let srv = Served::start(Some(&web), Limits::default());
+    let url = format!("https://127.0.0.1:{}", srv.port);
+    let base = [
+        "--url",
+        &url,
+        "--tls.ca-file",
+        pki.ca.to_str().unwrap(),
+        "--basic-auth.username",
+        "prometheus",
+    ];
+    let pw = [("CEPH_RECOVERY_BUDGET_BASIC_AUTH_PASSWORD", "right")];
+    let cert = |c: &Path, k: &Path| {
+        [
+            "--tls.cert-file".to_string(),
+            c.display().to_string(),
+            "--tls.key-file".to_string(),
+            k.display().to_string(),
+        ]
+    };
+    let args = |extra: &[String]| {
+        let mut v: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        v.extend_from_slice(extra);
+        v
+    };
+    let run = |extra: &[String]| {
+        let a = args(extra);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        status_cmd(&refs, &pw)
+    };
+
+    let (code, _, err) = run(&cert(&pki.client_cert, &pki.client_key));
+    assert_eq!(code, Some(0), "{err}");
+
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("requires a client certificate"), "{err}");
+    assert!(err.contains("--tls.cert-file and --tls.key-file"), "{err}");
+
+    let sub = TempDir::new("web-status-mtls-other");
+    let foreign = make_pki(&sub, "so");
+    let (code, _, err) = run(&cert(&foreign.client_cert, &foreign.client_key));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "refused the client certificate --tls.cert-file {}",
+            foreign.client_cert.display()
+        )),
+        "{err}"
+    );
+    // A key that is not the certificate's: said before connecting.
+    let (code, _, err) = run(&cert(&pki.client_cert, &foreign.client_key));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is the key the certificate's?"), "{err}");
+}

@@ -90,10 +90,13 @@ pub async fn poll(
     tx: watch::Sender<Option<ExternalP99>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    use crate::http_client::{get_ok, HttpTarget, Options};
+    use crate::http_client::{get_ok, Access, HttpTarget, Options};
     let path = query_path(&query);
-    // The URL was checked with the configuration; a bad one is reported on every tick.
-    let target = HttpTarget::parse(&url).map_err(|e| format!("--prometheus.url {e}"));
+    // The URL was checked with the configuration; a bad one is reported on every tick. An
+    // https one trusts the system's CAs (read once, here).
+    let target = HttpTarget::parse(&url)
+        .and_then(|t| t.with_access(&Access::default()))
+        .map_err(|e| format!("--prometheus.url {e}"));
     let options = Options::json().with_timeout(interval.max(Duration::from_secs(5)));
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

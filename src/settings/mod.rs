@@ -517,7 +517,7 @@ declare_settings! {
             flag: "prometheus.url",
             key: "url",
             value_name: "URL",
-            help: "Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090 (a path prefix is kept: http://mon1/prometheus behind a proxy or --web.route-prefix)",
+            help: "Prometheus to ask with --latency.source prometheus, e.g. http://prometheus:9090 (a path prefix is kept: http://mon1/prometheus behind a proxy or --web.route-prefix; https:// trusts the system's CAs)",
             default(unset),
             check: check_prometheus_url,
             note: "needed with `--latency.source prometheus`",

@@ -325,8 +325,12 @@ pub fn serve_ceph_args(
 }
 
 /// Flags the experiment sets itself (or passes on from its own flags): not in `--serve-args`.
-const OWN_SERVE_FLAGS: [(&str, &str); 9] = [
+const OWN_SERVE_FLAGS: [(&str, &str); 10] = [
     ("--web.listen-address", "a free port on 127.0.0.1 is chosen"),
+    (
+        "--web.config.file",
+        "the child listens on 127.0.0.1 only, in plain HTTP, where the experiment reads its /metrics and /api/status",
+    ),
     ("--enforcer.mode", "the enforced row runs enforce mode"),
     (
         "--enforcer.baseline",

@@ -1052,6 +1052,7 @@ fn serve_args_may_not_set_what_the_experiment_sets() {
         "--enforcer.mode observe",
         "--enforcer.baseline=16ms",
         "--web.listen-address :9939",
+        "--web.config.file=/etc/web.yml",
         "--ceph-conf /etc/ceph/ceph.conf",
         "--ceph-timeout 5s",
     ] {
