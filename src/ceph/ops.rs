@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
 use super::parse::{self, config_dump::ConfigEntry, versions::OsdVersion, ParseError};
 use super::{CephCommand, CephError, Client};
 
@@ -221,6 +222,95 @@ pub async fn osd_versions<C: Client>(client: &C) -> Result<OsdVersions, OpsError
     )
     .await
     .map(|v| v.into_iter().collect())
+}
+
+/// Every PG with its state, up and acting sets (`ceph pg dump pgs_brief`).
+pub async fn pgs_brief<C: Client>(client: &C) -> Result<Vec<parse::pgs::PgBrief>, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["pg", "dump", "pgs_brief"]),
+        parse::pgs::parse,
+    )
+    .await
+}
+
+/// The PGs in any of `states` (`ceph pg ls STATE...`, e.g. `backfill_wait`, `remapped`).
+/// Ceph refuses an unknown state with EINVAL (and prints an empty list): that is an error here.
+pub async fn pgs_in_states<C: Client>(
+    client: &C,
+    states: &[&str],
+) -> Result<Vec<parse::pgs::PgBrief>, OpsError> {
+    let mut args = vec!["pg", "ls"];
+    args.extend_from_slice(states);
+    run_parsed(client, CephCommand::new(args), parse::pgs::parse).await
+}
+
+/// What the backfill lever reads of the OSD map (`ceph osd dump`): upmap entries, pools, OSDs,
+/// require_min_compat_client, fsid, epoch.
+pub async fn upmap_view<C: Client>(client: &C) -> Result<UpmapView, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["osd", "dump"]),
+        parse::upmap::view,
+    )
+    .await
+}
+
+/// `ceph osd pg-upmap-items PGID FROM TO [FROM TO ...]`: replaces the PG's items (all of them)
+/// with `items`. Refused by Ceph (EPERM) while require_min_compat_client is below luminous.
+pub async fn pg_upmap_items_set<C: Client>(
+    client: &C,
+    pgid: PgId,
+    items: &[UpmapItem],
+) -> Result<(), OpsError> {
+    let mut args = vec!["osd".to_string(), "pg-upmap-items".into(), pgid.to_string()];
+    for item in items {
+        args.push(item.from.to_string());
+        args.push(item.to.to_string());
+    }
+    run(client, &CephCommand::new(args)).await.map(|_| ())
+}
+
+/// `ceph osd rm-pg-upmap-items PGID`: removes all of the PG's items (exit 0 when it had none).
+pub async fn pg_upmap_items_rm<C: Client>(client: &C, pgid: PgId) -> Result<(), OpsError> {
+    let id = pgid.to_string();
+    run_args(client, &["osd", "rm-pg-upmap-items", &id])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph balancer status`
+pub async fn balancer_status<C: Client>(client: &C) -> Result<BalancerStatus, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["balancer", "status"]),
+        parse::upmap::balancer_status,
+    )
+    .await
+}
+
+/// `ceph balancer on` / `ceph balancer off`
+pub async fn balancer_set_active<C: Client>(client: &C, on: bool) -> Result<(), OpsError> {
+    run_args(client, &["balancer", if on { "on" } else { "off" }])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph balancer mode MODE` (`upmap`, `crush-compat`, `none`; EPERM for upmap below luminous).
+pub async fn balancer_mode<C: Client>(client: &C, mode: &str) -> Result<(), OpsError> {
+    run_args(client, &["balancer", "mode", mode])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph osd get-require-min-compat-client` (also in `osd dump`, see [`upmap_view`]).
+pub async fn require_min_compat_client<C: Client>(client: &C) -> Result<String, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["osd", "get-require-min-compat-client"]),
+        parse::config_value::parse_plain,
+    )
+    .await
 }
 
 /// The value `ceph config set osd NAME` writes: section `osd`, no mask. `None` = not set there.
