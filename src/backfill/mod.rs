@@ -21,7 +21,7 @@ pub mod record;
 mod tests;
 
 pub use plan::{
-    balancer_step, hold_items, lever_refusal, plan, pg_refusal_by_state, BalancerStep,
+    balancer_step, hold_items, lever_refusal, pg_refusal_by_state, plan, BalancerStep,
     LeverRefusal, PgRefusal, Plan, PlannedHold,
 };
 pub use record::{undo, Forget, HeldPg, Record, RecordError, Undo};

@@ -34,7 +34,7 @@ use serde::Serialize;
 use super::record::{classify, Forget, Record};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{
-    release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
+    items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
 };
 
 /// The words a held PG may carry besides the required ones (all harmless to hold).
@@ -135,18 +135,8 @@ impl fmt::Display for PgRefusal {
     }
 }
 
-/// `[2->3, 1->0]`
-pub fn items_text(items: &[UpmapItem]) -> String {
-    let parts: Vec<String> = items.iter().map(ToString::to_string).collect();
-    format!("[{}]", parts.join(", "))
-}
-
 /// Whether the whole lever is refused (rules 2, 3 and 7).
-pub fn lever_refusal(
-    pgs: &[PgBrief],
-    map: &UpmapView,
-    record: &Record,
-) -> Option<LeverRefusal> {
+pub fn lever_refusal(pgs: &[PgBrief], map: &UpmapView, record: &Record) -> Option<LeverRefusal> {
     if let Some(fsid) = &record.fsid {
         if *fsid != map.fsid {
             return Some(LeverRefusal::OtherCluster {
@@ -190,9 +180,7 @@ pub fn pg_refusal_by_state(pg: &PgBrief) -> Option<PgRefusal> {
         }
     }
     let unknown = pg.state.split('+').find(|w| {
-        !matches!(*w, "active" | "remapped")
-            && !BACKFILL_WORDS.contains(w)
-            && !HARMLESS.contains(w)
+        !matches!(*w, "active" | "remapped") && !BACKFILL_WORDS.contains(w) && !HARMLESS.contains(w)
     });
     unknown.map(|w| PgRefusal::State {
         state: pg.state.clone(),
@@ -227,7 +215,10 @@ pub fn hold_items(
         PoolKind::Erasure => erasure_items(&up, &acting)?,
         PoolKind::Other(n) => {
             return Err(PgRefusal::Pool {
-                detail: format!("pool {} has type {n}, neither replicated nor erasure", id.pool),
+                detail: format!(
+                    "pool {} has type {n}, neither replicated nor erasure",
+                    id.pool
+                ),
             })
         }
     };
@@ -477,7 +468,9 @@ pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: us
 pub enum BalancerStep {
     Nothing,
     /// `ceph balancer off`; `remember` is the state to put back (recorded before).
-    Pause { remember: Option<BalancerStatus> },
+    Pause {
+        remember: Option<BalancerStatus>,
+    },
     /// `ceph balancer mode M` (when it differs) and `ceph balancer on` (when it was on).
     Restore {
         to: BalancerStatus,

@@ -78,7 +78,9 @@ pub enum RecordError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("the backfill record {path} has version {found}; this program reads version {VERSION}")]
+    #[error(
+        "the backfill record {path} has version {found}; this program reads version {VERSION}"
+    )]
     Version { path: PathBuf, found: u32 },
     #[error("writing the backfill record {path}")]
     Write {
@@ -200,7 +202,7 @@ impl std::fmt::Display for Forget {
             Forget::Changed { now } => write!(
                 f,
                 "its upmap items are now {} (changed by someone else): left as they are",
-                super::plan::items_text(now)
+                crate::ceph::parse::upmap::items_text(now)
             ),
         }
     }

@@ -3,14 +3,19 @@
 
 use std::collections::BTreeMap;
 
-use super::plan::{apply_upmap, backfills, items_text};
+use super::plan::{apply_upmap, backfills};
 use super::*;
 use crate::ceph::parse::pgs::{self, PgBrief};
 use crate::ceph::parse::test_support::fixture;
-use crate::ceph::parse::upmap::{self, BalancerStatus, OsdInfo, PgId, UpmapItem, UpmapView};
+use crate::ceph::parse::upmap::{
+    self, items_text, BalancerStatus, OsdInfo, PgId, UpmapItem, UpmapView,
+};
 
 fn pgs_of(step: &str) -> Vec<PgBrief> {
-    pgs::parse(&fixture(&format!("upmap/{step}.ceph_pg_dump_pgs_brief.json"))).unwrap()
+    pgs::parse(&fixture(&format!(
+        "upmap/{step}.ceph_pg_dump_pgs_brief.json"
+    )))
+    .unwrap()
 }
 
 fn map_of(step: &str) -> UpmapView {
@@ -115,14 +120,14 @@ fn wpq_rebalance_holds_the_waiting_first() {
     let map = map_of("90-wpq-rebalance");
     let none = Record::default();
     let p3 = plan(&pgs, &map, &none, 3);
-    assert_eq!((p3.backfilling, p3.hold.len(), p3.backfilling_after), (19, 16, 3));
+    assert_eq!(
+        (p3.backfilling, p3.hold.len(), p3.backfilling_after),
+        (19, 16, 3)
+    );
     assert!(p3.hold.iter().all(|h| h.state == WAITING));
     let p1 = plan(&pgs, &map, &none, 1);
     assert_eq!(p1.hold.len(), 18);
-    assert_eq!(
-        p1.hold.iter().filter(|h| h.state == BACKFILLING).count(),
-        2
-    );
+    assert_eq!(p1.hold.iter().filter(|h| h.state == BACKFILLING).count(), 2);
     // The waiting ones come first in the plan (held first if the command stops half way).
     let first_running = p1.hold.iter().position(|h| h.state == BACKFILLING).unwrap();
     assert_eq!(first_running, 16);
@@ -246,8 +251,10 @@ fn below_luminous_the_lever_is_skipped_with_the_reason() {
     );
     assert!(r.to_string().contains("below luminous"), "{r}");
     assert!(p.hold.is_empty());
-    let err = String::from_utf8(fixture("upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err"))
-        .unwrap();
+    let err = String::from_utf8(fixture(
+        "upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err",
+    ))
+    .unwrap();
     assert!(err.contains("min_compat_client jewel < luminous"), "{err}");
     for (name, refused) in [
         ("luminous", false),
@@ -267,10 +274,14 @@ fn below_luminous_the_lever_is_skipped_with_the_reason() {
     }
     let mut m = map.clone();
     m.require_min_compat_client = "zebra".into();
-    let why = lever_refusal(&pgs, &m, &Record::default()).unwrap().to_string();
+    let why = lever_refusal(&pgs, &m, &Record::default())
+        .unwrap()
+        .to_string();
     assert!(why.contains("does not know"), "{why}");
     m.require_min_compat_client = String::new();
-    let why = lever_refusal(&pgs, &m, &Record::default()).unwrap().to_string();
+    let why = lever_refusal(&pgs, &m, &Record::default())
+        .unwrap()
+        .to_string();
     assert!(why.contains("pre-luminous"), "{why}");
 }
 
@@ -317,7 +328,14 @@ fn the_undo_removes_exactly_ours() {
     assert_eq!(record.held.len(), 10);
     // 2.18 was in our list but had finished before its command ran: not in the map. Record it
     // as the command would have (before adding).
-    record.hold(&map.fsid, pg("2.18"), items(&[(3, 0)]), map.epoch, vec![], vec![]);
+    record.hold(
+        &map.fsid,
+        pg("2.18"),
+        items(&[(3, 0)]),
+        map.epoch,
+        vec![],
+        vec![],
+    );
     let u = undo(&map, &record, None);
     assert_eq!(u.remove.len(), 10);
     assert!(!u.remove.contains(&pg("2.1c")) && !u.remove.contains(&pg("2.1d")));
@@ -344,7 +362,8 @@ fn changed_items_are_forgotten_and_left_alone() {
     let mut record = Record::default();
     record.hold(&map.fsid, pg("2.a"), items(&[(2, 3)]), 1, vec![], vec![]);
     record.hold(&map.fsid, pg("3.4"), items(&[(0, 3)]), 1, vec![], vec![]);
-    map.pg_upmap_items.insert(pg("3.4"), items(&[(0, 3), (1, 2)]));
+    map.pg_upmap_items
+        .insert(pg("3.4"), items(&[(0, 3), (1, 2)]));
     let u = undo(&map, &record, None);
     assert_eq!(u.remove, vec![pg("2.a")]);
     assert_eq!(
@@ -408,15 +427,29 @@ fn only_pgs_waiting_for_backfill_of_misplaced_data_are_held() {
         assert_eq!(p.hold.len(), usize::from(ok), "{state}");
         if state.contains("undersized") {
             // The whole lever stands down (rule 2), before any PG is looked at.
-            assert_eq!(p.refusal, Some(LeverRefusal::Undersized { pgs: 1 }), "{state}");
+            assert_eq!(
+                p.refusal,
+                Some(LeverRefusal::Undersized { pgs: 1 }),
+                "{state}"
+            );
         } else {
             assert_eq!(p.refused.len(), usize::from(!ok), "{state}");
         }
     }
-    let r = pg_refusal_by_state(&brief("2.a", "active+remapped+backfill_wait+degraded", &up, &acting));
+    let r = pg_refusal_by_state(&brief(
+        "2.a",
+        "active+remapped+backfill_wait+degraded",
+        &up,
+        &acting,
+    ));
     assert!(r.unwrap().to_string().contains("redundancy first"));
     // Not backfilling at all: neither held nor listed as refused.
-    for state in ["active+clean", "active+recovering", "active+clean+remapped", "peering"] {
+    for state in [
+        "active+clean",
+        "active+recovering",
+        "active+clean+remapped",
+        "peering",
+    ] {
         let b = brief("2.a", state, &up, &acting);
         assert!(!backfills(&b));
         let p = plan(&[b], &map, &none, 0);
@@ -436,7 +469,12 @@ fn a_held_pg_that_becomes_degraded_is_released_first() {
     }
     let pgs = vec![
         brief("2.9", "active+clean", &[1, 0, 3], &[1, 0, 3]),
-        brief("2.a", "active+recovery_wait+degraded", &[1, 0, 3], &[1, 0, 3]),
+        brief(
+            "2.a",
+            "active+recovery_wait+degraded",
+            &[1, 0, 3],
+            &[1, 0, 3],
+        ),
         brief("2.b", BACKFILLING, &[1, 0, 2], &[1, 0, 3]),
     ];
     let p = plan(&pgs, &map, &record, 1);
@@ -510,8 +548,14 @@ fn replicated_maps_the_set_and_erasure_the_positions() {
     let swap = try_hold(&ec, &[1, 2, 0], &[2, 1, 0]);
     assert!(matches!(swap, Err(PgRefusal::Mapping { .. })), "{swap:?}");
     // ... while for a replicated pool the same sets need nothing at all.
-    assert_eq!(try_hold(&rep, &[1, 2, 0], &[2, 1, 0]), Err(PgRefusal::NothingToMap));
-    assert_eq!(try_hold(&ec, &[1, 2, 0], &[1, 2, 0]), Err(PgRefusal::NothingToMap));
+    assert_eq!(
+        try_hold(&rep, &[1, 2, 0], &[2, 1, 0]),
+        Err(PgRefusal::NothingToMap)
+    );
+    assert_eq!(
+        try_hold(&ec, &[1, 2, 0], &[1, 2, 0]),
+        Err(PgRefusal::NothingToMap)
+    );
     // A chain Ceph applies in order: 1->4 frees 1, then 5->1 may take it.
     assert_eq!(
         try_hold(&ec, &[1, 5, 0], &[4, 1, 0]),
@@ -524,21 +568,29 @@ fn targets_must_be_usable_and_sets_complete() {
     let mut map = one(1, upmap::PoolKind::Replicated);
     map.osds.get_mut(&3).unwrap().weight = 0.0;
     assert_eq!(
-        try_hold(&map, &[1, 0, 2], &[1, 0, 3]).unwrap_err().to_string(),
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
         "osd.3 has reweight 0 (Ceph ignores an upmap to it)"
     );
     map.osds.get_mut(&3).unwrap().is_in = false;
     assert_eq!(
-        try_hold(&map, &[1, 0, 2], &[1, 0, 3]).unwrap_err().to_string(),
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
         "osd.3 is out"
     );
     map.osds.get_mut(&3).unwrap().up = false;
     assert_eq!(
-        try_hold(&map, &[1, 0, 2], &[1, 0, 3]).unwrap_err().to_string(),
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
         "osd.3 is down"
     );
     assert_eq!(
-        try_hold(&map, &[1, 0, 2], &[1, 0, 9]).unwrap_err().to_string(),
+        try_hold(&map, &[1, 0, 2], &[1, 0, 9])
+            .unwrap_err()
+            .to_string(),
         "osd.9 is not in the OSD map"
     );
     assert!(matches!(
@@ -553,7 +605,9 @@ fn targets_must_be_usable_and_sets_complete() {
     ));
     let other = brief("7.0", WAITING, &[1, 0, 2], &[1, 0, 4]);
     assert_eq!(
-        hold_items(&other, &map, &Record::default()).unwrap_err().to_string(),
+        hold_items(&other, &map, &Record::default())
+            .unwrap_err()
+            .to_string(),
         "pool 7 is not in the OSD map"
     );
     let mut odd = one(1, upmap::PoolKind::Other(2));
@@ -573,10 +627,19 @@ fn apply_upmap_follows_ceph() {
         apply_upmap(&[0, 1, 2], &items(&[(1, 2), (2, 1)]), &map),
         vec![0, 1, 2]
     );
-    assert_eq!(apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map), vec![0, 5, 2]);
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map),
+        vec![0, 5, 2]
+    );
     map.osds.get_mut(&5).unwrap().weight = 0.0;
-    assert_eq!(apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map), vec![0, 1, 2]);
-    assert_eq!(apply_upmap(&[0, 1, 2], &items(&[(7, 6)]), &map), vec![0, 1, 2]);
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(7, 6)]), &map),
+        vec![0, 1, 2]
+    );
     assert_eq!(items_text(&items(&[(1, 5), (2, 6)])), "[1->5, 2->6]");
 }
 
@@ -642,8 +705,8 @@ fn the_balancer_is_paused_while_holding_and_put_back_as_it_was() {
         }
     );
     // The recordings parse into the statuses these steps read.
-    let lab_on = upmap::balancer_status(&fixture("upmap/20-rebalance.ceph_balancer_status.json"))
-        .unwrap();
+    let lab_on =
+        upmap::balancer_status(&fixture("upmap/20-rebalance.ceph_balancer_status.json")).unwrap();
     assert_eq!(lab_on, on);
 }
 
@@ -655,11 +718,13 @@ fn the_record_round_trips_and_is_written_atomically() {
     let dir = std::env::temp_dir().join(format!("crb-backfill-record-{}", std::process::id()));
     let path = dir.join("sub").join("held.json");
     assert_eq!(Record::load(&path).unwrap(), Record::default());
-    let mut r = Record::default();
-    r.balancer = Some(BalancerStatus {
-        active: true,
-        mode: "upmap".into(),
-    });
+    let mut r = Record {
+        balancer: Some(BalancerStatus {
+            active: true,
+            mode: "upmap".into(),
+        }),
+        ..Record::default()
+    };
     r.hold(
         "fsid-1",
         pg("3.1e"),

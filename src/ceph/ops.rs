@@ -407,4 +407,103 @@ mod tests {
         assert_eq!(e.reason(), "exit_status");
         assert!(!e.is_permission_denied());
     }
+
+    fn cmd(words: &[&str]) -> CephCommand {
+        CephCommand::new(words.iter().copied())
+    }
+
+    /// The lever's commands as the lab took them (tests/fixtures/upmap/).
+    #[tokio::test]
+    async fn upmap_and_balancer_commands_are_spelled_as_ceph_takes_them() {
+        use crate::ceph::parse::test_support::fixture;
+        let client = FakeClient::new();
+        let set = cmd(&["osd", "pg-upmap-items", "3.1e", "1", "3", "0", "2"]);
+        client.set(&set, Reply::ok(""));
+        let pgid: PgId = "3.1e".parse().unwrap();
+        let items = [UpmapItem { from: 1, to: 3 }, UpmapItem { from: 0, to: 2 }];
+        pg_upmap_items_set(&client, pgid, &items).await.unwrap();
+        client.set(&cmd(&["osd", "rm-pg-upmap-items", "3.1e"]), Reply::ok(""));
+        pg_upmap_items_rm(&client, pgid).await.unwrap();
+        for words in [
+            &["balancer", "off"][..],
+            &["balancer", "on"],
+            &["balancer", "mode", "upmap"],
+        ] {
+            client.set(&cmd(words), Reply::ok(""));
+        }
+        balancer_set_active(&client, false).await.unwrap();
+        balancer_set_active(&client, true).await.unwrap();
+        balancer_mode(&client, "upmap").await.unwrap();
+        client.set(
+            &cmd(&["balancer", "status"]),
+            Reply::ok(fixture("upmap/63-balancer-off.ceph_balancer_status.json")),
+        );
+        assert!(!balancer_status(&client).await.unwrap().active);
+        client.set(
+            &cmd(&["osd", "dump"]),
+            Reply::ok(fixture("upmap/91-wpq-hold.ceph_osd_dump.json")),
+        );
+        assert_eq!(upmap_view(&client).await.unwrap().pg_upmap_items.len(), 4);
+        client.set(
+            &cmd(&["pg", "ls", "backfill_wait"]),
+            Reply::ok(fixture(
+                "upmap/90-wpq-rebalance.ceph_pg_ls_backfill_wait.json",
+            )),
+        );
+        // Listed a second before pgs_brief (16 waiting then), while the PGs still peered.
+        assert_eq!(
+            pgs_in_states(&client, &["backfill_wait"])
+                .await
+                .unwrap()
+                .len(),
+            9
+        );
+        client.set(
+            &cmd(&["pg", "dump", "pgs_brief"]),
+            Reply::ok(fixture(
+                "upmap/90-wpq-rebalance.ceph_pg_dump_pgs_brief.json",
+            )),
+        );
+        assert_eq!(pgs_brief(&client).await.unwrap().len(), 41);
+        client.set(
+            &cmd(&["osd", "get-require-min-compat-client"]),
+            Reply::ok(fixture(
+                "upmap/64-jewel.ceph_osd_get-require-min-compat-client.txt",
+            )),
+        );
+        assert_eq!(require_min_compat_client(&client).await.unwrap(), "jewel");
+    }
+
+    /// Ceph's refusals (the lab's exit codes and messages) are errors with the command.
+    #[tokio::test]
+    async fn upmap_refusals_are_errors_that_name_the_command() {
+        use crate::ceph::parse::test_support::fixture_str;
+        let client = FakeClient::new();
+        let pgid: PgId = "2.b".parse().unwrap();
+        let items = [UpmapItem { from: 1, to: 3 }];
+        client.set(
+            &cmd(&["osd", "pg-upmap-items", "2.b", "1", "3"]),
+            Reply::fail(
+                1,
+                &fixture_str("upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err"),
+            ),
+        );
+        let e = pg_upmap_items_set(&client, pgid, &items)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ceph osd pg-upmap-items 2.b 1 3"), "{e}");
+        assert!(e.contains("min_compat_client jewel < luminous"), "{e}");
+        let missing: PgId = "9.0".parse().unwrap();
+        client.set(
+            &cmd(&["osd", "rm-pg-upmap-items", "9.0"]),
+            Reply::fail(
+                2,
+                &fixture_str("upmap/50-refuse.ceph_osd_rm-pg-upmap-items_9.0_no_pool.txt.err"),
+            ),
+        );
+        let e = pg_upmap_items_rm(&client, missing).await.unwrap_err();
+        assert_eq!(e.reason(), "exit_status");
+        assert!(e.to_string().contains("pg 9.0 does not exist"), "{e}");
+    }
 }

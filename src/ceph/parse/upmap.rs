@@ -88,6 +88,12 @@ impl fmt::Display for UpmapItem {
     }
 }
 
+/// `[2->3, 1->0]`
+pub fn items_text(items: &[UpmapItem]) -> String {
+    let parts: Vec<String> = items.iter().map(ToString::to_string).collect();
+    format!("[{}]", parts.join(", "))
+}
+
 /// How a pool keeps its copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum PoolKind {
@@ -423,7 +429,8 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mappings[0].to"));
-        let pool = r#""epoch":1,"fsid":"f","osds":[],"pools":[{"pool":1,"type":2,"size":3,"min_size":2}]"#;
+        let pool =
+            r#""epoch":1,"fsid":"f","osds":[],"pools":[{"pool":1,"type":2,"size":3,"min_size":2}]"#;
         let v = view(format!("{{{pool}}}").as_bytes()).unwrap();
         assert_eq!(v.pools[&1].kind, PoolKind::Other(2));
         let no_weight = r#"{"epoch":1,"fsid":"f","pools":[],"osds":[{"osd":0,"up":1,"in":1}]}"#;
