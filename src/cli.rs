@@ -91,6 +91,74 @@ Examples (the lab, scripts/ceph-lab; 15-25 minutes for all rows):\n  eval \"$(sc
         long_about = "Reads `ceph config dump` (from the cluster, or a saved `ceph config dump -f json` with --file) and flags known costly or ineffective settings with the reason and the fix: debug_ms not 0/0 on OSDs or clients, recovery sleeps or backfill limits that mClock ignores, and the like. Exit code 0: nothing flagged; 1: something flagged; 2: the dump could not be read.\n\nExamples:\n  ceph-recovery-budget lint\n  ceph config dump -f json > dump.json && ceph-recovery-budget lint --file dump.json --format json"
     )]
     Lint(LintArgs),
+    /// Hold PGs waiting for backfill where their data is (upmap), so that at most N backfill at
+    /// once; release them. Dry run unless --apply.
+    #[command(subcommand)]
+    Backfill(BackfillCommand),
+}
+
+/// `backfill hold|release|status`: the backfill lever by hand (pgremapper-style).
+#[derive(Debug, Subcommand)]
+pub enum BackfillCommand {
+    /// Hold (or release) PGs so that at most --max-backfills PGs backfill at once.
+    #[command(
+        long_about = "Reads `ceph pg dump pgs_brief` and `ceph osd dump`, and maps PGs that backfill (waiting first) back to their acting set with `ceph osd pg-upmap-items` until at most --max-backfills PGs backfill (or, when fewer do, releases the oldest held ones). Only active+remapped PGs that wait for backfill (or backfill) are held, never a degraded or undersized one; nothing is held while any PG is undersized (then everything held is released), nor when require_min_compat_client is below luminous; a PG with upmap entries that are not ours is never touched. Every entry is written to --record before it is added. The mgr balancer is paused while entries are held (its state kept in the record) and put back by `backfill release` once none is. Prints the plan; changes nothing without --apply.\n\nExamples:\n  ceph-recovery-budget backfill hold --max-backfills 2 --record /var/lib/ceph-recovery-budget/backfill.json\n  ceph-recovery-budget backfill hold --max-backfills 2 --record backfill.json --apply"
+    )]
+    Hold(BackfillHoldArgs),
+    /// Remove the upmap entries the record says are ours (all, or the --max oldest); put the
+    /// balancer back as it was once none is left.
+    #[command(
+        long_about = "Removes with `ceph osd rm-pg-upmap-items` exactly the entries --record holds that are still as added (an entry changed by someone else is left and said; one already gone is dropped), oldest first, at most --max; the record is updated after each. Once nothing is held, the mgr balancer gets back the mode and on/off state it had, and the record file is removed. The same undo serves after a crash: run it with the record left behind. Changes nothing without --apply.\n\nExamples:\n  ceph-recovery-budget backfill release --record backfill.json --max 2 --apply\n  ceph-recovery-budget backfill release --record backfill.json --apply"
+    )]
+    Release(BackfillReleaseArgs),
+    /// PGs backfilling and waiting, what the record holds, the balancer, and whether the lever
+    /// may act.
+    Status(BackfillStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillHoldArgs {
+    /// At most this many PGs backfill (or wait to) at once
+    #[arg(long = "max-backfills", value_name = "N")]
+    pub max_backfills: usize,
+    #[command(flatten)]
+    pub common: BackfillCommon,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillReleaseArgs {
+    /// Release at most this many held PGs (oldest first); all by default
+    #[arg(long, value_name = "N")]
+    pub max: Option<usize>,
+    #[command(flatten)]
+    pub common: BackfillCommon,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillStatusArgs {
+    /// The record of held PGs
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// Plain lines, or JSON
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+    #[command(flatten)]
+    pub ceph: CephArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BackfillCommon {
+    /// The record of held PGs (written before each entry is added)
+    #[arg(long, value_name = "FILE")]
+    pub record: PathBuf,
+    /// Make the changes (without it: print what would be done)
+    #[arg(long)]
+    pub apply: bool,
+    /// Plain lines, or JSON
+    #[arg(long, default_value = "text")]
+    pub format: StatusFormat,
+    #[command(flatten)]
+    pub ceph: CephArgs,
 }
 
 /// How to reach the cluster, for the commands that talk to it directly.

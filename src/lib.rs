@@ -3,6 +3,7 @@
 //! `ceph` (runner + parsers) -> `collect` (Snapshot) -> `metrics` / `http`.
 
 pub mod atomic_file;
+pub mod backfill;
 pub mod ceph;
 pub mod cli;
 pub mod collect;

@@ -19,5 +19,6 @@ fn main() -> ExitCode {
         Command::ProfileSweep(args) => commands::profile_sweep::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Lint(args) => commands::lint::run(args),
+        Command::Backfill(command) => commands::backfill::run(command),
     }
 }

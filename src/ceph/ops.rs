@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
 use super::parse::{self, config_dump::ConfigEntry, versions::OsdVersion, ParseError};
 use super::{CephCommand, CephError, Client};
 
@@ -223,6 +224,95 @@ pub async fn osd_versions<C: Client>(client: &C) -> Result<OsdVersions, OpsError
     .map(|v| v.into_iter().collect())
 }
 
+/// Every PG with its state, up and acting sets (`ceph pg dump pgs_brief`).
+pub async fn pgs_brief<C: Client>(client: &C) -> Result<Vec<parse::pgs::PgBrief>, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["pg", "dump", "pgs_brief"]),
+        parse::pgs::parse,
+    )
+    .await
+}
+
+/// The PGs in any of `states` (`ceph pg ls STATE...`, e.g. `backfill_wait`, `remapped`).
+/// Ceph refuses an unknown state with EINVAL (and prints an empty list): that is an error here.
+pub async fn pgs_in_states<C: Client>(
+    client: &C,
+    states: &[&str],
+) -> Result<Vec<parse::pgs::PgBrief>, OpsError> {
+    let mut args = vec!["pg", "ls"];
+    args.extend_from_slice(states);
+    run_parsed(client, CephCommand::new(args), parse::pgs::parse).await
+}
+
+/// What the backfill lever reads of the OSD map (`ceph osd dump`): upmap entries, pools, OSDs,
+/// require_min_compat_client, fsid, epoch.
+pub async fn upmap_view<C: Client>(client: &C) -> Result<UpmapView, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["osd", "dump"]),
+        parse::upmap::view,
+    )
+    .await
+}
+
+/// `ceph osd pg-upmap-items PGID FROM TO [FROM TO ...]`: replaces the PG's items (all of them)
+/// with `items`. Refused by Ceph (EPERM) while require_min_compat_client is below luminous.
+pub async fn pg_upmap_items_set<C: Client>(
+    client: &C,
+    pgid: PgId,
+    items: &[UpmapItem],
+) -> Result<(), OpsError> {
+    let mut args = vec!["osd".to_string(), "pg-upmap-items".into(), pgid.to_string()];
+    for item in items {
+        args.push(item.from.to_string());
+        args.push(item.to.to_string());
+    }
+    run(client, &CephCommand::new(args)).await.map(|_| ())
+}
+
+/// `ceph osd rm-pg-upmap-items PGID`: removes all of the PG's items (exit 0 when it had none).
+pub async fn pg_upmap_items_rm<C: Client>(client: &C, pgid: PgId) -> Result<(), OpsError> {
+    let id = pgid.to_string();
+    run_args(client, &["osd", "rm-pg-upmap-items", &id])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph balancer status`
+pub async fn balancer_status<C: Client>(client: &C) -> Result<BalancerStatus, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["balancer", "status"]),
+        parse::upmap::balancer_status,
+    )
+    .await
+}
+
+/// `ceph balancer on` / `ceph balancer off`
+pub async fn balancer_set_active<C: Client>(client: &C, on: bool) -> Result<(), OpsError> {
+    run_args(client, &["balancer", if on { "on" } else { "off" }])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph balancer mode MODE` (`upmap`, `crush-compat`, `none`; EPERM for upmap below luminous).
+pub async fn balancer_mode<C: Client>(client: &C, mode: &str) -> Result<(), OpsError> {
+    run_args(client, &["balancer", "mode", mode])
+        .await
+        .map(|_| ())
+}
+
+/// `ceph osd get-require-min-compat-client` (also in `osd dump`, see [`upmap_view`]).
+pub async fn require_min_compat_client<C: Client>(client: &C) -> Result<String, OpsError> {
+    run_parsed(
+        client,
+        CephCommand::new(["osd", "get-require-min-compat-client"]),
+        parse::config_value::parse_plain,
+    )
+    .await
+}
+
 /// The value `ceph config set osd NAME` writes: section `osd`, no mask. `None` = not set there.
 /// Per-daemon (`osd.3`) or masked entries that win over it show up as OSDs not taking a value.
 pub fn osd_section_value(entries: &[ConfigEntry], name: &str) -> Option<String> {
@@ -316,5 +406,104 @@ mod tests {
         let e = config_set_osd(&client, "k", "v").await.unwrap_err();
         assert_eq!(e.reason(), "exit_status");
         assert!(!e.is_permission_denied());
+    }
+
+    fn cmd(words: &[&str]) -> CephCommand {
+        CephCommand::new(words.iter().copied())
+    }
+
+    /// The lever's commands as the lab took them (tests/fixtures/upmap/).
+    #[tokio::test]
+    async fn upmap_and_balancer_commands_are_spelled_as_ceph_takes_them() {
+        use crate::ceph::parse::test_support::fixture;
+        let client = FakeClient::new();
+        let set = cmd(&["osd", "pg-upmap-items", "3.1e", "1", "3", "0", "2"]);
+        client.set(&set, Reply::ok(""));
+        let pgid: PgId = "3.1e".parse().unwrap();
+        let items = [UpmapItem { from: 1, to: 3 }, UpmapItem { from: 0, to: 2 }];
+        pg_upmap_items_set(&client, pgid, &items).await.unwrap();
+        client.set(&cmd(&["osd", "rm-pg-upmap-items", "3.1e"]), Reply::ok(""));
+        pg_upmap_items_rm(&client, pgid).await.unwrap();
+        for words in [
+            &["balancer", "off"][..],
+            &["balancer", "on"],
+            &["balancer", "mode", "upmap"],
+        ] {
+            client.set(&cmd(words), Reply::ok(""));
+        }
+        balancer_set_active(&client, false).await.unwrap();
+        balancer_set_active(&client, true).await.unwrap();
+        balancer_mode(&client, "upmap").await.unwrap();
+        client.set(
+            &cmd(&["balancer", "status"]),
+            Reply::ok(fixture("upmap/63-balancer-off.ceph_balancer_status.json")),
+        );
+        assert!(!balancer_status(&client).await.unwrap().active);
+        client.set(
+            &cmd(&["osd", "dump"]),
+            Reply::ok(fixture("upmap/91-wpq-hold.ceph_osd_dump.json")),
+        );
+        assert_eq!(upmap_view(&client).await.unwrap().pg_upmap_items.len(), 4);
+        client.set(
+            &cmd(&["pg", "ls", "backfill_wait"]),
+            Reply::ok(fixture(
+                "upmap/90-wpq-rebalance.ceph_pg_ls_backfill_wait.json",
+            )),
+        );
+        // Listed a second before pgs_brief (16 waiting then), while the PGs still peered.
+        assert_eq!(
+            pgs_in_states(&client, &["backfill_wait"])
+                .await
+                .unwrap()
+                .len(),
+            9
+        );
+        client.set(
+            &cmd(&["pg", "dump", "pgs_brief"]),
+            Reply::ok(fixture(
+                "upmap/90-wpq-rebalance.ceph_pg_dump_pgs_brief.json",
+            )),
+        );
+        assert_eq!(pgs_brief(&client).await.unwrap().len(), 41);
+        client.set(
+            &cmd(&["osd", "get-require-min-compat-client"]),
+            Reply::ok(fixture(
+                "upmap/64-jewel.ceph_osd_get-require-min-compat-client.txt",
+            )),
+        );
+        assert_eq!(require_min_compat_client(&client).await.unwrap(), "jewel");
+    }
+
+    /// Ceph's refusals (the lab's exit codes and messages) are errors with the command.
+    #[tokio::test]
+    async fn upmap_refusals_are_errors_that_name_the_command() {
+        use crate::ceph::parse::test_support::fixture_str;
+        let client = FakeClient::new();
+        let pgid: PgId = "2.b".parse().unwrap();
+        let items = [UpmapItem { from: 1, to: 3 }];
+        client.set(
+            &cmd(&["osd", "pg-upmap-items", "2.b", "1", "3"]),
+            Reply::fail(
+                1,
+                &fixture_str("upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err"),
+            ),
+        );
+        let e = pg_upmap_items_set(&client, pgid, &items)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ceph osd pg-upmap-items 2.b 1 3"), "{e}");
+        assert!(e.contains("min_compat_client jewel < luminous"), "{e}");
+        let missing: PgId = "9.0".parse().unwrap();
+        client.set(
+            &cmd(&["osd", "rm-pg-upmap-items", "9.0"]),
+            Reply::fail(
+                2,
+                &fixture_str("upmap/50-refuse.ceph_osd_rm-pg-upmap-items_9.0_no_pool.txt.err"),
+            ),
+        );
+        let e = pg_upmap_items_rm(&client, missing).await.unwrap_err();
+        assert_eq!(e.reason(), "exit_status");
+        assert!(e.to_string().contains("pg 9.0 does not exist"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand, each with `run(args) -> ExitCode`, and what they share: printing,
 //! the async runtime, the Ceph client, the signals that stop a command, fio and command words.
 
+pub mod backfill;
 pub mod baseline;
 pub mod check_config;
 pub mod experiment;

@@ -20,6 +20,7 @@ pub mod pgs;
 pub mod pools;
 pub mod status;
 pub mod tell;
+pub mod upmap;
 pub mod versions;
 
 pub(crate) mod json;

@@ -1,0 +1,503 @@
+//! Which PGs to hold and which to release so that at most N PGs backfill at once, and the safety
+//! rules that say why a PG, or the whole lever, is refused. Pure: the inputs are the parsed
+//! outputs of `ceph pg dump pgs_brief`, `ceph osd dump` and `ceph balancer status`, and the
+//! record.
+//!
+//! Safety rules (each tested in `tests.rs`):
+//! 1. Only PGs that wait for backfill of misplaced data are held: state `active+remapped` with
+//!    `backfill_wait` (or `backfilling`, `backfill_toofull`) and no other word than a few
+//!    harmless ones ([`pg_refusal_by_state`]); never a degraded or undersized PG.
+//! 2. Nothing is held while any PG is undersized: the lever is refused and everything held is
+//!    released ([`lever_refusal`]).
+//! 3. `require_min_compat_client` below luminous (or a name this program does not know): the
+//!    lever is refused, with the reason.
+//! 4. A PG with upmap entries that are not ours (the balancer's, an operator's, a `pg_upmap`) is
+//!    never touched ([`hold_items`]).
+//! 5. Replicated pools: the OSDs CRUSH wants that are not acting map to the acting OSDs that are
+//!    not wanted (the set is what matters). Erasure-coded pools: position by position (the OSD at
+//!    position i holds shard i); a permutation Ceph cannot express is refused.
+//! 6. Each mapping is checked by applying it as Ceph does (`OSDMap::_apply_upmap`): the result
+//!    must be the acting set, and every target OSD up, in and of non-zero reweight (Ceph ignores
+//!    an item whose target has reweight 0).
+//! 7. A record of another cluster (fsid) is never acted on.
+//!
+//! Counting: a PG "backfills" when its state has `backfilling`, `backfill_wait` or
+//! `backfill_toofull` (one waiting starts as soon as a reservation frees). Held PGs are
+//! active+clean and do not count. Over N: hold the excess, those waiting first (no progress
+//! lost), then those backfilling. Under N: release the oldest held ones.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::Serialize;
+
+use super::record::{classify, Forget, Record};
+use crate::ceph::parse::pgs::PgBrief;
+use crate::ceph::parse::upmap::{
+    items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
+};
+
+/// The words a held PG may carry besides the required ones (all harmless to hold).
+const HARMLESS: &[&str] = &["scrubbing", "deep", "snaptrim", "snaptrim_wait", "laggy"];
+/// A PG that needs backfill says one of these.
+const BACKFILL_WORDS: &[&str] = &["backfill_wait", "backfilling", "backfill_toofull"];
+
+/// Why the lever does nothing at all (and releases what it holds, except for another cluster).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum LeverRefusal {
+    /// `require_min_compat_client` is below luminous (clients that predate upmap may connect).
+    CompatClient { require_min_compat_client: String },
+    /// Redundancy first: some PGs are undersized.
+    Undersized { pgs: usize },
+    /// The record is of another cluster.
+    OtherCluster { record: String, cluster: String },
+}
+
+impl fmt::Display for LeverRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeverRefusal::CompatClient {
+                require_min_compat_client: r,
+            } if r.is_empty() => write!(
+                f,
+                "the OSD map has no require_min_compat_client (a pre-luminous map): upmap needs luminous"
+            ),
+            LeverRefusal::CompatClient {
+                require_min_compat_client: r,
+            } if release_rank(r).is_none() => write!(
+                f,
+                "require_min_compat_client is {r:?}, a release this program does not know: upmap needs luminous"
+            ),
+            LeverRefusal::CompatClient {
+                require_min_compat_client: r,
+            } => write!(
+                f,
+                "require_min_compat_client is {r}, below luminous: clients that cannot read upmap entries may connect \
+                 (`ceph osd set-require-min-compat-client luminous` allows it, once no such client is left)"
+            ),
+            LeverRefusal::Undersized { pgs } => write!(
+                f,
+                "{pgs} PGs undersized: redundancy first, nothing is held"
+            ),
+            LeverRefusal::OtherCluster { record, cluster } => write!(
+                f,
+                "the record is of cluster {record}, this is {cluster}: nothing is touched"
+            ),
+        }
+    }
+}
+
+/// Why one PG that backfills is not held.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum PgRefusal {
+    /// Degraded or undersized: its recovery restores redundancy; never held.
+    Redundancy { state: String },
+    /// A state word the lever does not hold through (peering, recovering, forced_backfill, ...).
+    State { state: String, word: String },
+    /// Upmap items someone else set (the balancer, an operator).
+    NotOurUpmapItems { items: Vec<UpmapItem> },
+    /// A whole-set `pg_upmap` entry.
+    PgUpmap,
+    /// Its pool is not in the OSD map, or of a kind the lever does not know.
+    Pool { detail: String },
+    /// Up and acting have different lengths, or a missing member.
+    Sets { detail: String },
+    /// Up is the acting set already: nothing to map back.
+    NothingToMap,
+    /// A target OSD Ceph would not map to.
+    Target { osd: u32, why: String },
+    /// The mapping would not give the acting set (an EC permutation, ...).
+    Mapping { detail: String },
+}
+
+impl fmt::Display for PgRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PgRefusal::Redundancy { state } => {
+                write!(f, "{state}: redundancy first, never held")
+            }
+            PgRefusal::State { state, word } => {
+                write!(f, "{state}: {word:?} is not a state the lever holds")
+            }
+            PgRefusal::NotOurUpmapItems { items } => write!(
+                f,
+                "has upmap items that are not ours ({}): not touched",
+                items_text(items)
+            ),
+            PgRefusal::PgUpmap => write!(f, "has a pg_upmap entry (not ours): not touched"),
+            PgRefusal::Pool { detail } | PgRefusal::Sets { detail } => f.write_str(detail),
+            PgRefusal::NothingToMap => write!(f, "up is the acting set already"),
+            PgRefusal::Target { osd, why } => write!(f, "osd.{osd} {why}"),
+            PgRefusal::Mapping { detail } => f.write_str(detail),
+        }
+    }
+}
+
+/// Whether the whole lever is refused (rules 2, 3 and 7).
+pub fn lever_refusal(pgs: &[PgBrief], map: &UpmapView, record: &Record) -> Option<LeverRefusal> {
+    if let Some(fsid) = &record.fsid {
+        if *fsid != map.fsid {
+            return Some(LeverRefusal::OtherCluster {
+                record: fsid.clone(),
+                cluster: map.fsid.clone(),
+            });
+        }
+    }
+    let luminous = release_rank("luminous");
+    let rank = release_rank(&map.require_min_compat_client);
+    if rank.is_none() || rank < luminous {
+        return Some(LeverRefusal::CompatClient {
+            require_min_compat_client: map.require_min_compat_client.clone(),
+        });
+    }
+    let undersized = pgs.iter().filter(|p| p.has_state("undersized")).count();
+    if undersized > 0 {
+        return Some(LeverRefusal::Undersized { pgs: undersized });
+    }
+    None
+}
+
+/// Whether `pg` needs backfill (waiting, running or too full).
+pub fn backfills(pg: &PgBrief) -> bool {
+    BACKFILL_WORDS.iter().any(|w| pg.has_state(w))
+}
+
+/// Rule 1: `None` when the state allows holding the PG. Only called for PGs that backfill.
+pub fn pg_refusal_by_state(pg: &PgBrief) -> Option<PgRefusal> {
+    if pg.has_state("degraded") || pg.has_state("undersized") {
+        return Some(PgRefusal::Redundancy {
+            state: pg.state.clone(),
+        });
+    }
+    for required in ["active", "remapped"] {
+        if !pg.has_state(required) {
+            return Some(PgRefusal::State {
+                state: pg.state.clone(),
+                word: format!("not {required}"),
+            });
+        }
+    }
+    let unknown = pg.state.split('+').find(|w| {
+        !matches!(*w, "active" | "remapped") && !BACKFILL_WORDS.contains(w) && !HARMLESS.contains(w)
+    });
+    unknown.map(|w| PgRefusal::State {
+        state: pg.state.clone(),
+        word: w.to_string(),
+    })
+}
+
+/// Rules 4-6: the upmap items that map `pg` back to its acting set, or why not. `record` says
+/// which upmap entries are ours (a PG with ours is held already, and not planned again).
+pub fn hold_items(
+    pg: &PgBrief,
+    map: &UpmapView,
+    record: &Record,
+) -> Result<Vec<UpmapItem>, PgRefusal> {
+    let id = pg_id(pg)?;
+    if let Some(items) = map.pg_upmap_items.get(&id) {
+        if !record.held.contains_key(&id) {
+            return Err(PgRefusal::NotOurUpmapItems {
+                items: items.clone(),
+            });
+        }
+    }
+    if map.pg_upmap.contains(&id) {
+        return Err(PgRefusal::PgUpmap);
+    }
+    let pool = map.pools.get(&id.pool).ok_or_else(|| PgRefusal::Pool {
+        detail: format!("pool {} is not in the OSD map", id.pool),
+    })?;
+    let (up, acting) = members(pg)?;
+    let items = match pool.kind {
+        PoolKind::Replicated => replicated_items(&up, &acting)?,
+        PoolKind::Erasure => erasure_items(&up, &acting)?,
+        PoolKind::Other(n) => {
+            return Err(PgRefusal::Pool {
+                detail: format!(
+                    "pool {} has type {n}, neither replicated nor erasure",
+                    id.pool
+                ),
+            })
+        }
+    };
+    for item in &items {
+        check_target(map, item.to)?;
+    }
+    let result = apply_upmap(&up, &items, map);
+    let expected = match pool.kind {
+        PoolKind::Erasure => result == acting,
+        _ => result.iter().collect::<BTreeSet<_>>() == acting.iter().collect::<BTreeSet<_>>(),
+    };
+    if !expected {
+        return Err(PgRefusal::Mapping {
+            detail: format!(
+                "{} on up {up:?} gives {result:?}, not the acting set {acting:?} (Ceph cannot express it)",
+                items_text(&items)
+            ),
+        });
+    }
+    Ok(items)
+}
+
+fn pg_id(pg: &PgBrief) -> Result<PgId, PgRefusal> {
+    pg.pgid.parse().map_err(|e| PgRefusal::Sets {
+        detail: format!("{e}"),
+    })
+}
+
+/// Up and acting, both complete and of one length.
+fn members(pg: &PgBrief) -> Result<(Vec<u32>, Vec<u32>), PgRefusal> {
+    let complete = |set: &[Option<u32>], what: &str| {
+        set.iter()
+            .map(|o| {
+                o.ok_or_else(|| PgRefusal::Sets {
+                    detail: format!("{what} set {set:?} has a missing member"),
+                })
+            })
+            .collect::<Result<Vec<u32>, _>>()
+    };
+    let up = complete(&pg.up, "up")?;
+    let acting = complete(&pg.acting, "acting")?;
+    if up.len() != acting.len() || up.is_empty() {
+        return Err(PgRefusal::Sets {
+            detail: format!("up {up:?} and acting {acting:?} differ in length"),
+        });
+    }
+    Ok((up, acting))
+}
+
+/// Replicated: up-not-acting -> acting-not-up, in the order of each set.
+fn replicated_items(up: &[u32], acting: &[u32]) -> Result<Vec<UpmapItem>, PgRefusal> {
+    let from: Vec<u32> = up.iter().copied().filter(|o| !acting.contains(o)).collect();
+    let to: Vec<u32> = acting.iter().copied().filter(|o| !up.contains(o)).collect();
+    if from.is_empty() {
+        return Err(PgRefusal::NothingToMap);
+    }
+    if from.len() != to.len() {
+        return Err(PgRefusal::Sets {
+            detail: format!("up {up:?} and acting {acting:?}: duplicate members"),
+        });
+    }
+    Ok(from
+        .into_iter()
+        .zip(to)
+        .map(|(from, to)| UpmapItem { from, to })
+        .collect())
+}
+
+/// Erasure coded: position by position.
+fn erasure_items(up: &[u32], acting: &[u32]) -> Result<Vec<UpmapItem>, PgRefusal> {
+    let items: Vec<UpmapItem> = up
+        .iter()
+        .zip(acting)
+        .filter(|(u, a)| u != a)
+        .map(|(&from, &to)| UpmapItem { from, to })
+        .collect();
+    if items.is_empty() {
+        return Err(PgRefusal::NothingToMap);
+    }
+    Ok(items)
+}
+
+fn check_target(map: &UpmapView, osd: u32) -> Result<(), PgRefusal> {
+    let why = match map.osds.get(&osd) {
+        None => "is not in the OSD map",
+        Some(o) if !o.up => "is down",
+        Some(o) if !o.is_in => "is out",
+        Some(o) if o.weight <= 0.0 => "has reweight 0 (Ceph ignores an upmap to it)",
+        Some(_) => return Ok(()),
+    };
+    Err(PgRefusal::Target {
+        osd,
+        why: why.to_string(),
+    })
+}
+
+/// What Ceph makes of `raw` with `items` (`OSDMap::_apply_upmap`, pg_upmap_items part): each
+/// item in turn replaces the first `from` with `to`, unless `to` is in the set already or is
+/// out (reweight 0).
+pub fn apply_upmap(raw: &[u32], items: &[UpmapItem], map: &UpmapView) -> Vec<u32> {
+    let mut set = raw.to_vec();
+    for item in items {
+        if set.contains(&item.to) {
+            continue;
+        }
+        let target_out = map.osds.get(&item.to).is_some_and(|o| o.weight <= 0.0);
+        if target_out {
+            continue;
+        }
+        if let Some(slot) = set.iter_mut().find(|o| **o == item.from) {
+            *slot = item.to;
+        }
+    }
+    set
+}
+
+/// One PG to hold: the items to add and what it looked like.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedHold {
+    pub pgid: PgId,
+    pub state: String,
+    pub up: Vec<Option<u32>>,
+    pub acting: Vec<Option<u32>>,
+    pub items: Vec<UpmapItem>,
+}
+
+/// What one step of the lever does.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Plan {
+    /// The lever refused as a whole (then `hold` is empty, and `release` is everything held,
+    /// except for another cluster's record).
+    pub refusal: Option<LeverRefusal>,
+    /// The target: at most this many PGs backfill.
+    pub max_backfills: usize,
+    /// PGs backfilling or waiting to, not held, now.
+    pub backfilling: usize,
+    /// ... and after the plan is carried out (if Ceph does as planned).
+    pub backfilling_after: usize,
+    /// Held PGs (ours, still in place) now.
+    pub held: usize,
+    pub hold: Vec<PlannedHold>,
+    /// Ours to remove (`rm-pg-upmap-items`), oldest first.
+    pub release: Vec<PgId>,
+    /// Record entries to drop without touching the cluster (gone, or changed by someone).
+    pub forget: Vec<(PgId, Forget)>,
+    /// PGs that backfill and are not held, with why.
+    pub refused: Vec<(PgId, PgRefusal)>,
+}
+
+/// The step towards at most `max_backfills` PGs backfilling. See the module's rules.
+pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: usize) -> Plan {
+    let mut out = Plan {
+        max_backfills,
+        ..Plan::default()
+    };
+    let classified = classify(map, record);
+    out.forget = classified.forget;
+    let ours = classified.ours;
+    out.held = ours.len();
+    let by_id: BTreeMap<PgId, &PgBrief> = pgs
+        .iter()
+        .filter_map(|p| p.pgid.parse().ok().map(|id| (id, p)))
+        .collect();
+    out.backfilling = pgs
+        .iter()
+        .filter(|p| backfills(p))
+        .filter(|p| p.pgid.parse().is_ok_and(|id: PgId| !ours.contains(&id)))
+        .count();
+    out.refusal = lever_refusal(pgs, map, record);
+    if let Some(refusal) = &out.refusal {
+        if !matches!(refusal, LeverRefusal::OtherCluster { .. }) {
+            out.release = ours;
+        } else {
+            out.forget.clear();
+        }
+        out.backfilling_after = out.backfilling;
+        return out;
+    }
+    // A held PG that lost redundancy goes back at once (its recovery comes first).
+    let mut release: Vec<PgId> = ours
+        .iter()
+        .copied()
+        .filter(|id| {
+            by_id
+                .get(id)
+                .is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
+        })
+        .collect();
+    let mut candidates: Vec<(u8, PlannedHold)> = Vec::new();
+    for pg in pgs.iter().filter(|p| backfills(p)) {
+        let Ok(id) = pg.pgid.parse::<PgId>() else {
+            continue;
+        };
+        if ours.contains(&id) {
+            continue;
+        }
+        let checked = match pg_refusal_by_state(pg) {
+            Some(r) => Err(r),
+            None => hold_items(pg, map, record),
+        };
+        match checked {
+            Ok(items) => {
+                // Waiting first: holding one loses no progress.
+                let rank = if pg.has_state("backfilling") { 1 } else { 0 };
+                candidates.push((
+                    rank,
+                    PlannedHold {
+                        pgid: id,
+                        state: pg.state.clone(),
+                        up: pg.up.clone(),
+                        acting: pg.acting.clone(),
+                        items,
+                    },
+                ));
+            }
+            Err(r) => out.refused.push((id, r)),
+        }
+    }
+    let excess = out.backfilling.saturating_sub(max_backfills);
+    if excess > 0 {
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.pgid.cmp(&b.1.pgid)));
+        out.hold = candidates
+            .into_iter()
+            .take(excess)
+            .map(|(_, h)| h)
+            .collect();
+    } else {
+        let room = max_backfills - out.backfilling;
+        let more = room.saturating_sub(release.len());
+        let more: Vec<PgId> = record
+            .oldest_first()
+            .into_iter()
+            .filter(|id| ours.contains(id) && !release.contains(id))
+            .take(more)
+            .collect();
+        release.extend(more);
+    }
+    out.release = release;
+    out.backfilling_after = out.backfilling - out.hold.len() + out.release.len();
+    out
+}
+
+/// What to do with the mgr balancer (it removes upmap entries too): paused while anything is
+/// held, put back as it was when nothing is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum BalancerStep {
+    Nothing,
+    /// `ceph balancer off`; `remember` is the state to put back (recorded before).
+    Pause {
+        remember: Option<BalancerStatus>,
+    },
+    /// `ceph balancer mode M` (when it differs) and `ceph balancer on` (when it was on).
+    Restore {
+        to: BalancerStatus,
+        set_mode: bool,
+        turn_on: bool,
+    },
+}
+
+/// The balancer step, given whether anything is held after this step (`holding`).
+pub fn balancer_step(now: &BalancerStatus, record: &Record, holding: bool) -> BalancerStep {
+    if holding {
+        if now.active {
+            let remember = record.balancer.is_none().then(|| now.clone());
+            return BalancerStep::Pause { remember };
+        }
+        return BalancerStep::Nothing;
+    }
+    match &record.balancer {
+        Some(before) => {
+            let set_mode = before.mode != now.mode;
+            let turn_on = before.active && !now.active;
+            BalancerStep::Restore {
+                to: before.clone(),
+                set_mode,
+                turn_on,
+            }
+        }
+        None => BalancerStep::Nothing,
+    }
+}

@@ -1,0 +1,267 @@
+//! What the lever added, kept in a small JSON file written atomically *before* each change: the
+//! upmap items of every PG it holds, the mgr balancer as it was before the lever paused it, and
+//! the cluster's fsid. From it, [`undo`] plans the removal of exactly ours: on release, on
+//! restore, on SIGTERM and at the next start after a crash.
+//!
+//! Crash windows, all safe:
+//! - written, then crashed before `pg-upmap-items`: the entry is in the record, not in the OSD
+//!   map; the undo forgets it ([`Forget::Gone`]).
+//! - `rm-pg-upmap-items` done, crashed before the record was written: the same.
+//! - someone changed the PG's items since (an operator, the balancer turned back on): they are
+//!   no longer ours alone; the undo leaves them and says so ([`Forget::Changed`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ceph::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
+
+/// The record's format version.
+pub const VERSION: u32 = 1;
+
+/// Everything the lever must be able to take back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    /// The cluster the entries are in (set with the first entry).
+    #[serde(default)]
+    pub fsid: Option<String>,
+    /// The balancer as it was before the lever paused it; `None`: not paused by the lever.
+    #[serde(default)]
+    pub balancer: Option<BalancerStatus>,
+    /// The PGs held, with the exact items added.
+    #[serde(default)]
+    pub held: BTreeMap<PgId, HeldPg>,
+    /// The sequence number of the next hold (release order: oldest first).
+    #[serde(default)]
+    pub next_seq: u64,
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            version: VERSION,
+            fsid: None,
+            balancer: None,
+            held: BTreeMap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+/// One held PG.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldPg {
+    pub items: Vec<UpmapItem>,
+    /// Order of holding: the lowest is released first.
+    pub seq: u64,
+    /// The OSD map epoch the hold was planned from.
+    pub epoch: u64,
+    /// Up and acting as seen then (for the operator reading the file).
+    pub up: Vec<Option<u32>>,
+    pub acting: Vec<Option<u32>>,
+}
+
+/// Why the record could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("reading the backfill record {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the backfill record {path} is not valid")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "the backfill record {path} has version {found}; this program reads version {VERSION}"
+    )]
+    Version { path: PathBuf, found: u32 },
+    #[error("writing the backfill record {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Record {
+    /// Reads `path`; a missing file is an empty record (nothing held).
+    pub fn load(path: &Path) -> Result<Record, RecordError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Record::default()),
+            Err(source) => {
+                return Err(RecordError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        Record::from_json(&bytes).map_err(|e| match e {
+            FromJson::Parse(source) => RecordError::Parse {
+                path: path.to_path_buf(),
+                source,
+            },
+            FromJson::Version(found) => RecordError::Version {
+                path: path.to_path_buf(),
+                found,
+            },
+        })
+    }
+
+    /// Writes it atomically (`atomic_file`): a crash leaves the old or the new record.
+    pub fn save(&self, path: &Path) -> Result<(), RecordError> {
+        crate::atomic_file::write(path, self.to_json().as_bytes()).map_err(|source| {
+            RecordError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        })
+    }
+
+    pub fn to_json(&self) -> String {
+        // A struct of strings, numbers and maps keyed by strings: always encodes.
+        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    }
+
+    fn from_json(bytes: &[u8]) -> Result<Record, FromJson> {
+        #[derive(Deserialize)]
+        struct Versioned {
+            version: u32,
+        }
+        let v: Versioned = serde_json::from_slice(bytes).map_err(FromJson::Parse)?;
+        if v.version != VERSION {
+            return Err(FromJson::Version(v.version));
+        }
+        serde_json::from_slice(bytes).map_err(FromJson::Parse)
+    }
+
+    /// Nothing held and the balancer not paused: the file can go.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.balancer.is_none()
+    }
+
+    /// Adds a hold (before its `pg-upmap-items` runs).
+    pub fn hold(
+        &mut self,
+        fsid: &str,
+        pgid: PgId,
+        items: Vec<UpmapItem>,
+        epoch: u64,
+        up: Vec<Option<u32>>,
+        acting: Vec<Option<u32>>,
+    ) {
+        self.fsid.get_or_insert_with(|| fsid.to_string());
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.held.insert(
+            pgid,
+            HeldPg {
+                items,
+                seq,
+                epoch,
+                up,
+                acting,
+            },
+        );
+    }
+
+    /// The held PGs, oldest first.
+    pub fn oldest_first(&self) -> Vec<PgId> {
+        let mut v: Vec<(u64, PgId)> = self.held.iter().map(|(id, h)| (h.seq, *id)).collect();
+        v.sort();
+        v.into_iter().map(|(_, id)| id).collect()
+    }
+}
+
+enum FromJson {
+    Parse(serde_json::Error),
+    Version(u32),
+}
+
+/// Why a record entry is dropped without touching the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum Forget {
+    /// The PG has no upmap items any more (never added, or removed already).
+    Gone,
+    /// Its items are not the ones we added: someone else's now; left as they are.
+    Changed { now: Vec<UpmapItem> },
+}
+
+impl std::fmt::Display for Forget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Forget::Gone => f.write_str("no upmap items in the OSD map any more"),
+            Forget::Changed { now } => write!(
+                f,
+                "its upmap items are now {} (changed by someone else): left as they are",
+                crate::ceph::parse::upmap::items_text(now)
+            ),
+        }
+    }
+}
+
+/// The record's entries against the OSD map: ours still in place (oldest first), and those to
+/// forget.
+pub(crate) struct Classified {
+    pub ours: Vec<PgId>,
+    pub forget: Vec<(PgId, Forget)>,
+}
+
+pub(crate) fn classify(map: &UpmapView, record: &Record) -> Classified {
+    let mut ours = Vec::new();
+    let mut forget = Vec::new();
+    for id in record.oldest_first() {
+        let Some(held) = record.held.get(&id) else {
+            continue;
+        };
+        match map.pg_upmap_items.get(&id) {
+            None => forget.push((id, Forget::Gone)),
+            Some(now) if *now == held.items => ours.push(id),
+            Some(now) => forget.push((id, Forget::Changed { now: now.clone() })),
+        }
+    }
+    Classified { ours, forget }
+}
+
+/// The removal of exactly ours.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Undo {
+    /// `ceph osd rm-pg-upmap-items` for each, oldest first.
+    pub remove: Vec<PgId>,
+    /// Dropped from the record without a command.
+    pub forget: Vec<(PgId, Forget)>,
+    /// Held and not removed in this step (`at_most`).
+    pub left: usize,
+    /// Set when the record is of another cluster: nothing is touched.
+    pub other_cluster: Option<String>,
+}
+
+/// Plans the removal of the lever's entries: all of them, or the `at_most` oldest. The record's
+/// entries whose items are gone or changed are forgotten, never removed.
+pub fn undo(map: &UpmapView, record: &Record, at_most: Option<usize>) -> Undo {
+    if let Some(fsid) = &record.fsid {
+        if *fsid != map.fsid {
+            return Undo {
+                left: record.held.len(),
+                other_cluster: Some(fsid.clone()),
+                ..Undo::default()
+            };
+        }
+    }
+    let Classified { ours, forget } = classify(map, record);
+    let n = at_most.unwrap_or(usize::MAX).min(ours.len());
+    Undo {
+        left: ours.len() - n,
+        remove: ours.into_iter().take(n).collect(),
+        forget,
+        other_cluster: None,
+    }
+}

@@ -1,0 +1,779 @@
+//! The lever's planning and record on the lab's recordings (`tests/fixtures/upmap/`, see its
+//! `events.txt`) and on edge cases.
+
+use std::collections::BTreeMap;
+
+use super::plan::{apply_upmap, backfills};
+use super::*;
+use crate::ceph::parse::pgs::{self, PgBrief};
+use crate::ceph::parse::test_support::fixture;
+use crate::ceph::parse::upmap::{
+    self, items_text, BalancerStatus, OsdInfo, PgId, UpmapItem, UpmapView,
+};
+
+fn pgs_of(step: &str) -> Vec<PgBrief> {
+    pgs::parse(&fixture(&format!(
+        "upmap/{step}.ceph_pg_dump_pgs_brief.json"
+    )))
+    .unwrap()
+}
+
+fn map_of(step: &str) -> UpmapView {
+    upmap::view(&fixture(&format!("upmap/{step}.ceph_osd_dump.json"))).unwrap()
+}
+
+fn pg(s: &str) -> PgId {
+    s.parse().unwrap()
+}
+
+fn items(pairs: &[(u32, u32)]) -> Vec<UpmapItem> {
+    pairs
+        .iter()
+        .map(|&(from, to)| UpmapItem { from, to })
+        .collect()
+}
+
+fn brief(pgid: &str, state: &str, up: &[u32], acting: &[u32]) -> PgBrief {
+    PgBrief {
+        pgid: pgid.into(),
+        pool_id: pgid.split('.').next().unwrap().parse().unwrap(),
+        state: state.into(),
+        up: up.iter().map(|o| Some(*o)).collect(),
+        acting: acting.iter().map(|o| Some(*o)).collect(),
+    }
+}
+
+/// The record after holding each planned PG (what the command writes before adding them).
+fn recorded(map: &UpmapView, plan: &Plan) -> Record {
+    let mut r = Record::default();
+    for h in &plan.hold {
+        r.hold(
+            &map.fsid,
+            h.pgid,
+            h.items.clone(),
+            map.epoch,
+            h.up.clone(),
+            h.acting.clone(),
+        );
+    }
+    r
+}
+
+/// The OSD map after Ceph applied the holds.
+fn with_items(map: &UpmapView, plan: &Plan) -> UpmapView {
+    let mut m = map.clone();
+    for h in &plan.hold {
+        m.pg_upmap_items.insert(h.pgid, h.items.clone());
+    }
+    m
+}
+
+const BACKFILLING: &str = "active+remapped+backfilling";
+const WAITING: &str = "active+remapped+backfill_wait";
+
+// ---------------------------------------------------------------------------------------------
+// On the recordings
+
+/// mClock (Pacific forces osd_max_backfills 1000): all 19 remapped PGs backfill at once, none
+/// waits. N=1 holds 18 of them; the mapping of each is the lab's: 2.a [2->3] (replicated: the
+/// OSD CRUSH wants that is not acting, to the acting one that is not wanted), 3.2 [1->3] and
+/// 3.4 [0->3] (EC: position by position).
+#[test]
+fn mclock_rebalance_n1_holds_all_but_one() {
+    let pgs = pgs_of("20-rebalance");
+    let map = map_of("20-rebalance");
+    let p = plan(&pgs, &map, &Record::default(), 1);
+    assert_eq!(p.refusal, None);
+    assert_eq!((p.backfilling, p.held), (19, 0));
+    assert_eq!(p.hold.len(), 18);
+    assert_eq!(p.backfilling_after, 1);
+    assert!(p.release.is_empty() && p.refused.is_empty());
+    let by: BTreeMap<PgId, &PlannedHold> = p.hold.iter().map(|h| (h.pgid, h)).collect();
+    assert_eq!(by[&pg("2.a")].items, items(&[(2, 3)]));
+    assert_eq!(by[&pg("3.2")].items, items(&[(1, 3)]));
+    assert_eq!(by[&pg("3.4")].items, items(&[(0, 3)]));
+    // The one left to backfill is the last by id (all equal otherwise).
+    let left: Vec<&str> = pgs
+        .iter()
+        .filter(|p| backfills(p))
+        .map(|p| p.pgid.as_str())
+        .filter(|id| !by.contains_key(&pg(id)))
+        .collect();
+    assert_eq!(left, ["3.5"]);
+    // What the lab showed (30-hold): with 2.a [2->3] and 3.2 [1->3], both active+clean with up
+    // = acting = the old acting set.
+    let after = pgs_of("30-hold");
+    for id in ["2.a", "3.2"] {
+        let before = pgs.iter().find(|p| p.pgid == id).unwrap();
+        let now = after.iter().find(|p| p.pgid == id).unwrap();
+        assert_eq!(now.state, "active+clean", "{id}");
+        assert_eq!(now.up, before.acting, "{id}");
+        assert_eq!(now.acting, before.acting, "{id}");
+    }
+}
+
+/// wpq, osd_max_backfills 1: 16 wait, 3 backfill. N=3 holds exactly the 16 waiting; N=1 the 16
+/// waiting and 2 of those backfilling; N=19 or more holds nothing.
+#[test]
+fn wpq_rebalance_holds_the_waiting_first() {
+    let pgs = pgs_of("90-wpq-rebalance");
+    let map = map_of("90-wpq-rebalance");
+    let none = Record::default();
+    let p3 = plan(&pgs, &map, &none, 3);
+    assert_eq!(
+        (p3.backfilling, p3.hold.len(), p3.backfilling_after),
+        (19, 16, 3)
+    );
+    assert!(p3.hold.iter().all(|h| h.state == WAITING));
+    let p1 = plan(&pgs, &map, &none, 1);
+    assert_eq!(p1.hold.len(), 18);
+    assert_eq!(p1.hold.iter().filter(|h| h.state == BACKFILLING).count(), 2);
+    // The waiting ones come first in the plan (held first if the command stops half way).
+    let first_running = p1.hold.iter().position(|h| h.state == BACKFILLING).unwrap();
+    assert_eq!(first_running, 16);
+    for n in [19, 20, 100] {
+        let p = plan(&pgs, &map, &none, n);
+        assert!(p.hold.is_empty() && p.release.is_empty(), "{n}");
+        assert_eq!(p.backfilling_after, 19);
+    }
+    // The lab: 2.a and 3.4 held from this listing went active+clean (91-wpq-hold) with the
+    // planned items, and 2.a went back to backfill_wait once released (92-wpq-release).
+    let by: BTreeMap<PgId, &PlannedHold> = p1.hold.iter().map(|h| (h.pgid, h)).collect();
+    let held = map_of("91-wpq-hold");
+    assert_eq!(by[&pg("2.a")].items, held.pg_upmap_items[&pg("2.a")]);
+    assert_eq!(by[&pg("3.4")].items, held.pg_upmap_items[&pg("3.4")]);
+    let find = |step: &str, id: &str| {
+        pgs_of(step)
+            .into_iter()
+            .find(|p| p.pgid == id)
+            .unwrap()
+            .state
+    };
+    assert_eq!(find("91-wpq-hold", "2.a"), "active+clean");
+    assert_eq!(find("91-wpq-hold", "3.4"), "active+clean");
+    assert_eq!(find("92-wpq-release", "2.a"), WAITING);
+}
+
+/// Held PGs count as held, not as backfilling; with room again the oldest are released.
+#[test]
+fn release_the_oldest_when_there_is_room() {
+    let pgs = pgs_of("90-wpq-rebalance");
+    let map = map_of("90-wpq-rebalance");
+    let first = plan(&pgs, &map, &Record::default(), 3);
+    let record = recorded(&map, &first);
+    let map2 = with_items(&map, &first);
+    // As Ceph shows it: the held PGs active+clean, up = acting.
+    let pgs2: Vec<PgBrief> = pgs
+        .iter()
+        .map(|p| {
+            if record.held.contains_key(&pg(&p.pgid)) {
+                PgBrief {
+                    state: "active+clean".into(),
+                    up: p.acting.clone(),
+                    ..p.clone()
+                }
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    let steady = plan(&pgs2, &map2, &record, 3);
+    assert_eq!((steady.backfilling, steady.held), (3, 16));
+    assert!(steady.hold.is_empty() && steady.release.is_empty());
+    // Two of the three finish: two released, the oldest first.
+    let mut done = 0;
+    let pgs3: Vec<PgBrief> = pgs2
+        .iter()
+        .map(|p| {
+            if p.state == BACKFILLING && done < 2 {
+                done += 1;
+                PgBrief {
+                    state: "active+clean".into(),
+                    up: p.up.clone(),
+                    acting: p.up.clone(),
+                    ..p.clone()
+                }
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    let next = plan(&pgs3, &map2, &record, 3);
+    assert_eq!(next.release, record.oldest_first()[..2].to_vec());
+    assert_eq!(next.backfilling_after, 3);
+    // N raised to 10: nine more released at once.
+    assert_eq!(plan(&pgs3, &map2, &record, 10).release.len(), 9);
+    // N lowered below what runs: nothing released, the running one held is not ours to undo.
+    let lower = plan(&pgs2, &map2, &record, 1);
+    assert_eq!((lower.hold.len(), lower.release.len()), (2, 0));
+    assert!(lower.hold.iter().all(|h| h.state == BACKFILLING));
+}
+
+/// Rule 2 on the lab: the balancer's item 2.1e [3->2] left 2.1e
+/// `active+recovering+undersized+remapped` (10-logrecovery): the lever is refused and releases
+/// everything it holds.
+#[test]
+fn nothing_is_held_while_a_pg_is_undersized() {
+    let pgs = pgs_of("10-logrecovery");
+    let map = map_of("10-logrecovery");
+    let p = plan(&pgs, &map, &Record::default(), 1);
+    assert_eq!(p.refusal, Some(LeverRefusal::Undersized { pgs: 1 }));
+    assert!(p.hold.is_empty());
+    assert_eq!(
+        p.refusal.unwrap().to_string(),
+        "1 PGs undersized: redundancy first, nothing is held"
+    );
+    // The undersized fixture (osd.2 down, noout): 19 undersized; what we hold goes back.
+    let und = pgs::parse(&fixture("undersized/ceph_pg_dump_pgs_brief.json")).unwrap();
+    let mut m = map_of("90-wpq-rebalance");
+    let mut record = Record::default();
+    record.hold(&m.fsid, pg("2.a"), items(&[(2, 3)]), 1, vec![], vec![]);
+    m.pg_upmap_items.insert(pg("2.a"), items(&[(2, 3)]));
+    let p = plan(&und, &m, &record, 5);
+    assert_eq!(p.refusal, Some(LeverRefusal::Undersized { pgs: 19 }));
+    assert_eq!(p.release, vec![pg("2.a")]);
+    assert!(p.hold.is_empty());
+}
+
+/// Rule 3 on the lab: `require_min_compat_client jewel` (64-jewel; Ceph then refuses
+/// pg-upmap-items with EPERM, see 64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err).
+#[test]
+fn below_luminous_the_lever_is_skipped_with_the_reason() {
+    let pgs = pgs_of("90-wpq-rebalance");
+    let map = map_of("64-jewel");
+    let p = plan(&pgs, &map, &Record::default(), 1);
+    let r = p.refusal.clone().unwrap();
+    assert_eq!(
+        r,
+        LeverRefusal::CompatClient {
+            require_min_compat_client: "jewel".into()
+        }
+    );
+    assert!(r.to_string().contains("below luminous"), "{r}");
+    assert!(p.hold.is_empty());
+    let err = String::from_utf8(fixture(
+        "upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err",
+    ))
+    .unwrap();
+    assert!(err.contains("min_compat_client jewel < luminous"), "{err}");
+    for (name, refused) in [
+        ("luminous", false),
+        ("mimic", false),
+        ("reef", false),
+        ("kraken", true),
+        ("", true),
+        ("zebra", true),
+    ] {
+        let mut m = map.clone();
+        m.require_min_compat_client = name.into();
+        assert_eq!(
+            lever_refusal(&pgs, &m, &Record::default()).is_some(),
+            refused,
+            "{name}"
+        );
+    }
+    let mut m = map.clone();
+    m.require_min_compat_client = "zebra".into();
+    let why = lever_refusal(&pgs, &m, &Record::default())
+        .unwrap()
+        .to_string();
+    assert!(why.contains("does not know"), "{why}");
+    m.require_min_compat_client = String::new();
+    let why = lever_refusal(&pgs, &m, &Record::default())
+        .unwrap()
+        .to_string();
+    assert!(why.contains("pre-luminous"), "{why}");
+}
+
+/// Rule 4: the balancer's items (2.1c, 2.1d [3->2] in 90-wpq-rebalance) are never touched; a
+/// backfilling PG with someone's items is refused, and a PG whose items we did not add is never
+/// released.
+#[test]
+fn upmap_items_that_are_not_ours_are_never_touched() {
+    let pgs = pgs_of("90-wpq-rebalance");
+    let mut map = map_of("90-wpq-rebalance");
+    let p = plan(&pgs, &map, &Record::default(), 0);
+    assert_eq!(p.hold.len(), 19);
+    assert!(p
+        .hold
+        .iter()
+        .all(|h| h.pgid != pg("2.1c") && h.pgid != pg("2.1d")));
+    // Someone's items on a waiting PG: refused, by name.
+    map.pg_upmap_items.insert(pg("2.a"), items(&[(1, 3)]));
+    map.pg_upmap.insert(pg("2.9"));
+    let p = plan(&pgs, &map, &Record::default(), 0);
+    assert_eq!(p.hold.len(), 17);
+    let refused: BTreeMap<PgId, &PgRefusal> = p.refused.iter().map(|(id, r)| (*id, r)).collect();
+    assert_eq!(
+        refused[&pg("2.a")].to_string(),
+        "has upmap items that are not ours ([1->3]): not touched"
+    );
+    assert_eq!(*refused[&pg("2.9")], PgRefusal::PgUpmap);
+    // Nothing of theirs in an undo, even with everything released.
+    let u = undo(&map, &Record::default(), None);
+    assert!(u.remove.is_empty() && u.forget.is_empty());
+}
+
+/// 71-held-n1: 10 PGs held by hand (ours) beside the balancer's 2.1c and 2.1d; the undo removes
+/// exactly the 10.
+#[test]
+fn the_undo_removes_exactly_ours() {
+    let map = map_of("71-held-n1");
+    let mut record = Record::default();
+    for (id, its) in &map.pg_upmap_items {
+        if *id != pg("2.1c") && *id != pg("2.1d") {
+            record.hold(&map.fsid, *id, its.clone(), map.epoch, vec![], vec![]);
+        }
+    }
+    assert_eq!(record.held.len(), 10);
+    // 2.18 was in our list but had finished before its command ran: not in the map. Record it
+    // as the command would have (before adding).
+    record.hold(
+        &map.fsid,
+        pg("2.18"),
+        items(&[(3, 0)]),
+        map.epoch,
+        vec![],
+        vec![],
+    );
+    let u = undo(&map, &record, None);
+    assert_eq!(u.remove.len(), 10);
+    assert!(!u.remove.contains(&pg("2.1c")) && !u.remove.contains(&pg("2.1d")));
+    assert_eq!(u.forget, vec![(pg("2.18"), Forget::Gone)]);
+    assert_eq!(u.left, 0);
+    // After the lab's release (72-released-n1): only the balancer's left, ours all gone.
+    let after = map_of("72-released-n1");
+    assert_eq!(
+        after.pg_upmap_items.keys().copied().collect::<Vec<_>>(),
+        vec![pg("2.1c"), pg("2.1d")]
+    );
+    let again = undo(&after, &record, None);
+    assert!(again.remove.is_empty());
+    assert_eq!(again.forget.len(), 11);
+    // Release a few at a time, oldest first.
+    let three = undo(&map, &record, Some(3));
+    assert_eq!(three.remove, record.oldest_first()[..3].to_vec());
+    assert_eq!(three.left, 7);
+}
+
+#[test]
+fn changed_items_are_forgotten_and_left_alone() {
+    let mut map = map_of("91-wpq-hold");
+    let mut record = Record::default();
+    record.hold(&map.fsid, pg("2.a"), items(&[(2, 3)]), 1, vec![], vec![]);
+    record.hold(&map.fsid, pg("3.4"), items(&[(0, 3)]), 1, vec![], vec![]);
+    map.pg_upmap_items
+        .insert(pg("3.4"), items(&[(0, 3), (1, 2)]));
+    let u = undo(&map, &record, None);
+    assert_eq!(u.remove, vec![pg("2.a")]);
+    assert_eq!(
+        u.forget,
+        vec![(
+            pg("3.4"),
+            Forget::Changed {
+                now: items(&[(0, 3), (1, 2)])
+            }
+        )]
+    );
+    assert!(u.forget[0].1.to_string().contains("left as they are"));
+    // The same in a plan: a changed one is not ours, neither counted as held nor released.
+    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 100);
+    assert_eq!(p.held, 1);
+    assert_eq!(p.release, vec![pg("2.a")]);
+    assert_eq!(p.forget.len(), 1);
+}
+
+#[test]
+fn a_record_of_another_cluster_is_never_acted_on() {
+    let map = map_of("91-wpq-hold");
+    let mut record = Record::default();
+    record.hold("other-fsid", pg("2.a"), items(&[(2, 3)]), 1, vec![], vec![]);
+    let u = undo(&map, &record, None);
+    assert!(u.remove.is_empty() && u.forget.is_empty());
+    assert_eq!(u.other_cluster.as_deref(), Some("other-fsid"));
+    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 0);
+    assert!(matches!(p.refusal, Some(LeverRefusal::OtherCluster { .. })));
+    assert!(p.hold.is_empty() && p.release.is_empty() && p.forget.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 1: states
+
+#[test]
+fn only_pgs_waiting_for_backfill_of_misplaced_data_are_held() {
+    let map = map_of("90-wpq-rebalance");
+    let none = Record::default();
+    let up = [1, 0, 2];
+    let acting = [1, 0, 3];
+    for (state, ok) in [
+        (WAITING, true),
+        (BACKFILLING, true),
+        ("active+remapped+backfill_toofull", true),
+        ("active+remapped+backfill_wait+scrubbing+deep", true),
+        ("active+remapped+backfill_wait+degraded", false),
+        ("active+undersized+degraded+remapped+backfill_wait", false),
+        ("active+undersized+remapped+backfilling", false),
+        ("active+recovery_wait+remapped+backfill_wait", false),
+        ("active+remapped+backfill_wait+forced_backfill", false),
+        ("remapped+backfill_wait+peered", false),
+        ("active+backfill_wait", false),
+        ("active+remapped+backfill_wait+inconsistent", false),
+    ] {
+        let b = brief("2.a", state, &up, &acting);
+        assert!(backfills(&b), "{state}");
+        let refusal = pg_refusal_by_state(&b);
+        assert_eq!(refusal.is_none(), ok, "{state}: {refusal:?}");
+        let p = plan(&[b], &map, &none, 0);
+        assert_eq!(p.hold.len(), usize::from(ok), "{state}");
+        if state.contains("undersized") {
+            // The whole lever stands down (rule 2), before any PG is looked at.
+            assert_eq!(
+                p.refusal,
+                Some(LeverRefusal::Undersized { pgs: 1 }),
+                "{state}"
+            );
+        } else {
+            assert_eq!(p.refused.len(), usize::from(!ok), "{state}");
+        }
+    }
+    let r = pg_refusal_by_state(&brief(
+        "2.a",
+        "active+remapped+backfill_wait+degraded",
+        &up,
+        &acting,
+    ));
+    assert!(r.unwrap().to_string().contains("redundancy first"));
+    // Not backfilling at all: neither held nor listed as refused.
+    for state in [
+        "active+clean",
+        "active+recovering",
+        "active+clean+remapped",
+        "peering",
+    ] {
+        let b = brief("2.a", state, &up, &acting);
+        assert!(!backfills(&b));
+        let p = plan(&[b], &map, &none, 0);
+        assert!(p.hold.is_empty() && p.refused.is_empty(), "{state}");
+        assert_eq!(p.backfilling, 0);
+    }
+}
+
+/// A held PG that loses redundancy (an OSD of its acting set failed) goes back at once.
+#[test]
+fn a_held_pg_that_becomes_degraded_is_released_first() {
+    let mut map = map_of("90-wpq-rebalance");
+    let mut record = Record::default();
+    for id in ["2.9", "2.a"] {
+        record.hold(&map.fsid, pg(id), items(&[(2, 3)]), 1, vec![], vec![]);
+        map.pg_upmap_items.insert(pg(id), items(&[(2, 3)]));
+    }
+    let pgs = vec![
+        brief("2.9", "active+clean", &[1, 0, 3], &[1, 0, 3]),
+        brief(
+            "2.a",
+            "active+recovery_wait+degraded",
+            &[1, 0, 3],
+            &[1, 0, 3],
+        ),
+        brief("2.b", BACKFILLING, &[1, 0, 2], &[1, 0, 3]),
+    ];
+    let p = plan(&pgs, &map, &record, 1);
+    assert_eq!(p.release, vec![pg("2.a")]);
+    assert!(p.hold.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules 5 and 6: mappings
+
+fn one(pool: u64, kind: upmap::PoolKind) -> UpmapView {
+    let mut m = UpmapView {
+        epoch: 1,
+        fsid: "f".into(),
+        require_min_compat_client: "luminous".into(),
+        ..UpmapView::default()
+    };
+    m.pools.insert(
+        pool,
+        upmap::PoolInfo {
+            name: "p".into(),
+            kind,
+            size: 3,
+            min_size: 2,
+        },
+    );
+    for osd in 0..8 {
+        m.osds.insert(
+            osd,
+            OsdInfo {
+                up: true,
+                is_in: true,
+                weight: 1.0,
+            },
+        );
+    }
+    m
+}
+
+fn try_hold(map: &UpmapView, up: &[u32], acting: &[u32]) -> Result<Vec<UpmapItem>, PgRefusal> {
+    hold_items(&brief("1.0", WAITING, up, acting), map, &Record::default())
+}
+
+#[test]
+fn replicated_maps_the_set_and_erasure_the_positions() {
+    let rep = one(1, upmap::PoolKind::Replicated);
+    let ec = one(1, upmap::PoolKind::Erasure);
+    // One OSD replaced.
+    assert_eq!(try_hold(&rep, &[1, 0, 2], &[1, 0, 3]), Ok(items(&[(2, 3)])));
+    assert_eq!(try_hold(&ec, &[1, 2, 0], &[3, 2, 0]), Ok(items(&[(1, 3)])));
+    // Replicated, order differs: the set is what matters (the lab's 2.7: up [3,0,2], acting
+    // [0,2,1] -> [3->1], up becomes [1,0,2]: the same OSDs, another primary, no data moved).
+    assert_eq!(try_hold(&rep, &[3, 0, 2], &[0, 2, 1]), Ok(items(&[(3, 1)])));
+    // Two replaced.
+    assert_eq!(
+        try_hold(&rep, &[4, 5, 2], &[1, 3, 2]),
+        Ok(items(&[(4, 1), (5, 3)]))
+    );
+    assert_eq!(
+        try_hold(&ec, &[4, 5, 2], &[1, 3, 2]),
+        Ok(items(&[(4, 1), (5, 3)]))
+    );
+    // EC: an OSD that moved between positions is a different shard: position by position, and
+    // a swap of shards cannot be expressed (Ceph skips a target already in the set).
+    assert_eq!(
+        try_hold(&ec, &[1, 4, 0], &[4, 2, 0]),
+        Err(PgRefusal::Mapping {
+            detail: "[1->4, 4->2] on up [1, 4, 0] gives [1, 2, 0], not the acting set [4, 2, 0] (Ceph cannot express it)".into()
+        })
+    );
+    let swap = try_hold(&ec, &[1, 2, 0], &[2, 1, 0]);
+    assert!(matches!(swap, Err(PgRefusal::Mapping { .. })), "{swap:?}");
+    // ... while for a replicated pool the same sets need nothing at all.
+    assert_eq!(
+        try_hold(&rep, &[1, 2, 0], &[2, 1, 0]),
+        Err(PgRefusal::NothingToMap)
+    );
+    assert_eq!(
+        try_hold(&ec, &[1, 2, 0], &[1, 2, 0]),
+        Err(PgRefusal::NothingToMap)
+    );
+    // A chain Ceph applies in order: 1->4 frees 1, then 5->1 may take it.
+    assert_eq!(
+        try_hold(&ec, &[1, 5, 0], &[4, 1, 0]),
+        Ok(items(&[(1, 4), (5, 1)]))
+    );
+}
+
+#[test]
+fn targets_must_be_usable_and_sets_complete() {
+    let mut map = one(1, upmap::PoolKind::Replicated);
+    map.osds.get_mut(&3).unwrap().weight = 0.0;
+    assert_eq!(
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
+        "osd.3 has reweight 0 (Ceph ignores an upmap to it)"
+    );
+    map.osds.get_mut(&3).unwrap().is_in = false;
+    assert_eq!(
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
+        "osd.3 is out"
+    );
+    map.osds.get_mut(&3).unwrap().up = false;
+    assert_eq!(
+        try_hold(&map, &[1, 0, 2], &[1, 0, 3])
+            .unwrap_err()
+            .to_string(),
+        "osd.3 is down"
+    );
+    assert_eq!(
+        try_hold(&map, &[1, 0, 2], &[1, 0, 9])
+            .unwrap_err()
+            .to_string(),
+        "osd.9 is not in the OSD map"
+    );
+    assert!(matches!(
+        try_hold(&map, &[1, 0], &[1, 0, 3]),
+        Err(PgRefusal::Sets { .. })
+    ));
+    let mut missing = brief("1.0", WAITING, &[1, 0, 2], &[1, 0, 4]);
+    missing.acting[1] = None;
+    assert!(matches!(
+        hold_items(&missing, &map, &Record::default()),
+        Err(PgRefusal::Sets { .. })
+    ));
+    let other = brief("7.0", WAITING, &[1, 0, 2], &[1, 0, 4]);
+    assert_eq!(
+        hold_items(&other, &map, &Record::default())
+            .unwrap_err()
+            .to_string(),
+        "pool 7 is not in the OSD map"
+    );
+    let mut odd = one(1, upmap::PoolKind::Other(2));
+    odd.osds = map.osds.clone();
+    assert!(matches!(
+        try_hold(&odd, &[1, 0, 2], &[1, 0, 4]),
+        Err(PgRefusal::Pool { .. })
+    ));
+}
+
+#[test]
+fn apply_upmap_follows_ceph() {
+    let mut map = one(1, upmap::PoolKind::Erasure);
+    // Ceph's own comment: [[1,2],[2,1]] applied to [0,1,2] gives [0,2,1]? No: 1->2 is skipped
+    // (2 exists), then 2->1 is skipped (1 exists): unchanged.
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(1, 2), (2, 1)]), &map),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map),
+        vec![0, 5, 2]
+    );
+    map.osds.get_mut(&5).unwrap().weight = 0.0;
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(1, 5)]), &map),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        apply_upmap(&[0, 1, 2], &items(&[(7, 6)]), &map),
+        vec![0, 1, 2]
+    );
+    assert_eq!(items_text(&items(&[(1, 5), (2, 6)])), "[1->5, 2->6]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The balancer
+
+#[test]
+fn the_balancer_is_paused_while_holding_and_put_back_as_it_was() {
+    let on = BalancerStatus {
+        active: true,
+        mode: "upmap".into(),
+    };
+    let off = BalancerStatus {
+        active: false,
+        mode: "upmap".into(),
+    };
+    let mut record = Record::default();
+    assert_eq!(
+        balancer_step(&on, &record, true),
+        BalancerStep::Pause {
+            remember: Some(on.clone())
+        }
+    );
+    record.balancer = Some(on.clone());
+    assert_eq!(balancer_step(&off, &record, true), BalancerStep::Nothing);
+    // Turned back on by someone while we hold: paused again, the original kept.
+    assert_eq!(
+        balancer_step(&on, &record, true),
+        BalancerStep::Pause { remember: None }
+    );
+    assert_eq!(
+        balancer_step(&off, &record, false),
+        BalancerStep::Restore {
+            to: on.clone(),
+            set_mode: false,
+            turn_on: true
+        }
+    );
+    let crush = BalancerStatus {
+        active: false,
+        mode: "crush-compat".into(),
+    };
+    assert_eq!(
+        balancer_step(&crush, &record, false),
+        BalancerStep::Restore {
+            to: on.clone(),
+            set_mode: true,
+            turn_on: true
+        }
+    );
+    // Off before we came: nothing to pause, nothing to put back.
+    let none = Record::default();
+    assert_eq!(balancer_step(&off, &none, true), BalancerStep::Nothing);
+    assert_eq!(balancer_step(&off, &none, false), BalancerStep::Nothing);
+    // Recorded as off (we never paused it): restore leaves it off.
+    record.balancer = Some(off.clone());
+    assert_eq!(
+        balancer_step(&off, &record, false),
+        BalancerStep::Restore {
+            to: off.clone(),
+            set_mode: false,
+            turn_on: false
+        }
+    );
+    // The recordings parse into the statuses these steps read.
+    let lab_on =
+        upmap::balancer_status(&fixture("upmap/20-rebalance.ceph_balancer_status.json")).unwrap();
+    assert_eq!(lab_on, on);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The record file
+
+#[test]
+fn the_record_round_trips_and_is_written_atomically() {
+    let dir = std::env::temp_dir().join(format!("crb-backfill-record-{}", std::process::id()));
+    let path = dir.join("sub").join("held.json");
+    assert_eq!(Record::load(&path).unwrap(), Record::default());
+    let mut r = Record {
+        balancer: Some(BalancerStatus {
+            active: true,
+            mode: "upmap".into(),
+        }),
+        ..Record::default()
+    };
+    r.hold(
+        "fsid-1",
+        pg("3.1e"),
+        items(&[(1, 3)]),
+        42,
+        vec![Some(1), None],
+        vec![Some(3), Some(2)],
+    );
+    r.hold("fsid-2", pg("2.a"), items(&[(2, 3)]), 43, vec![], vec![]);
+    assert_eq!(r.fsid.as_deref(), Some("fsid-1"));
+    assert_eq!(r.oldest_first(), vec![pg("3.1e"), pg("2.a")]);
+    r.save(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"3.1e\""), "{text}");
+    assert!(text.contains("\"from\": 1"), "{text}");
+    assert_eq!(Record::load(&path).unwrap(), r);
+    assert!(!r.is_empty());
+    assert!(Record::default().is_empty());
+    // No temporary file left beside it.
+    let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["held.json".to_string()]);
+    std::fs::write(&path, "{\"version\": 2}").unwrap();
+    let e = Record::load(&path).unwrap_err();
+    assert!(e.to_string().contains("version 2"), "{e}");
+    std::fs::write(&path, "{not json").unwrap();
+    let e = Record::load(&path).unwrap_err();
+    assert!(matches!(e, RecordError::Parse { .. }), "{e}");
+    std::fs::write(&path, r#"{"version":1,"held":{"x":{}}}"#).unwrap();
+    assert!(Record::load(&path).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The whole cycle on the lab's numbers: hold to N, Ceph applies, release all; the undo leaves
+/// the map as before the hold (the balancer's entries untouched).
+#[test]
+fn hold_then_undo_leaves_the_map_as_it_was() {
+    let pgs = pgs_of("90-wpq-rebalance");
+    let map = map_of("90-wpq-rebalance");
+    let p = plan(&pgs, &map, &Record::default(), 1);
+    let record = recorded(&map, &p);
+    let held = with_items(&map, &p);
+    let u = undo(&held, &record, None);
+    assert_eq!(u.remove.len(), p.hold.len());
+    let mut back = held.clone();
+    for id in &u.remove {
+        back.pg_upmap_items.remove(id);
+    }
+    assert_eq!(back.pg_upmap_items, map.pg_upmap_items);
+}
