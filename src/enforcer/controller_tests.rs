@@ -299,3 +299,24 @@ fn the_bound_never_applies_while_redundancy_is_at_risk_whatever_the_memory() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn resume_gives_the_operators_values_back_whatever_the_change_limits() {
+    let mut sim = Sim::new(shipped());
+    let actions = sim.run(&undersized(900.0), 60);
+    assert_eq!(
+        actions.iter().map(|a| a.kind).collect::<Vec<_>>(),
+        [ActionKind::Suspend]
+    );
+    // The hour's changes used up (by earlier recoveries, say).
+    sim.state.changes = vec![sim.now - 1.0; 6];
+    let counted = sim.state.changes.len();
+    let resume = sim.run(&recovering(10.0), 15);
+    assert_eq!(
+        resume.iter().map(|a| a.kind).collect::<Vec<_>>(),
+        [ActionKind::Resume],
+        "not deferred: {:?}",
+        messages(&sim, "RATE_LIMITED")
+    );
+    assert_eq!(sim.state.changes.len(), counted, "and not counted");
+}

@@ -966,7 +966,7 @@ fn to_action(
         // operator's values back is never held by the limits: they exist to stop the enforcer
         // flapping the cluster, and a restore ends its changes.
         let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
-        let wait = if matches!(kind, ActionKind::Restore | ActionKind::BlindRestore) {
+        let wait = if kind.gives_back() {
             0.0
         } else {
             limit_wait_reserving(policy, next, now, reserve)

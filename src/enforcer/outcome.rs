@@ -610,9 +610,7 @@ fn apply_result(
     } else {
         state.retry = None;
         // A restore does not count against the change limits (see `decide::to_action`).
-        if !action.changes.is_empty()
-            && !matches!(action.kind, ActionKind::Restore | ActionKind::BlindRestore)
-        {
+        if !action.changes.is_empty() && !action.kind.gives_back() {
             state.changes.push(now);
         }
         state.noted.retain(|n| !n.starts_with("rate_limited:"));

@@ -47,6 +47,16 @@ impl ActionKind {
     pub fn as_str(self) -> &'static str {
         self.event().as_str()
     }
+
+    /// Puts the operator's values back (RESTORE, BLIND, and RESUME, which ends a suspension):
+    /// never held or counted by the change limits. They exist to stop the enforcer flapping the
+    /// cluster; a RESUME only follows a SUSPEND, which is limited.
+    pub fn gives_back(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Restore | ActionKind::BlindRestore | ActionKind::Resume
+        )
+    }
 }
 
 /// What the enforcer set and still holds.

@@ -681,7 +681,7 @@ proptest! {
                 let ok = !fail_some[i % fail_some.len()];
                 // An action with nothing to change runs no command: not a change; giving the
                 // operator's values back is not limited either.
-                let restores = matches!(a.kind, ActionKind::Restore | ActionKind::BlindRestore);
+                let restores = a.kind.gives_back();
                 if ok && !a.changes.is_empty() && !restores { change_times.push(now); }
                 state = outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
             }

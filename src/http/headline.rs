@@ -836,9 +836,22 @@ fn recovering(f: &Facts<'_>, c: &Cluster, e: Option<&EnforcerView>) -> Headline 
         }
         const CLIMBS: &str = "Nothing yet: the enforcer judges each rung after --enforcer.ladder-settle and climbs if p99 stays above the bound; decide by hand only if it says it has no stronger rung.";
         if let Some(acting) = acting {
+            // Rung 1 entered by a NOTHING_TO_DO (the OSDs ran the throttle profile already):
+            // say so, and that the next rung does not wait for an effect that cannot come.
+            let noop = v.ladder_rung == 1
+                && v.decisions
+                    .iter()
+                    .rev()
+                    .find(|d| d.event == "NOTHING_TO_DO")
+                    .is_some_and(|d| v.action_since.is_some_and(|s| (d.time - s).abs() < 1.0));
+            let noop = if noop {
+                " (which the OSDs already ran, so nothing changed; the next rung is judged at the next cycle)"
+            } else {
+                ""
+            };
             return said(
                 Case::EnforcerActing,
-                format!("{run}; {lasted}; the enforcer holds {acting}."),
+                format!("{run}; {lasted}; the enforcer holds {acting}{noop}."),
                 CLIMBS,
                 Some("RecoveryLatencyBudgetExceeded"),
             );
