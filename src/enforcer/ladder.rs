@@ -307,13 +307,20 @@ pub fn describe(policy: &Policy) -> String {
     )];
     let l = &policy.ladder;
     if l.max_rung >= 2 {
+        let mclock = if l.recovery_limits.is_empty() {
+            "none under mClock (--enforcer.recovery-limits none)".to_string()
+        } else {
+            format!(
+                "recovery limit {} IOPS (custom profile, Pacific OSDs only)",
+                l.recovery_limits
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )
+        };
         rungs.push(format!(
-            "2 recovery limit {} IOPS (custom profile, Pacific OSDs only; wpq: osd_recovery_sleep {} s)",
-            l.recovery_limits
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join("/"),
+            "2 {mclock}; wpq: osd_recovery_sleep {} s",
             l.recovery_sleeps
                 .iter()
                 .map(f64::to_string)
