@@ -63,7 +63,11 @@ impl<'a> Ctx<'a> {
         format!(
             "client p99 write {} over the last {}",
             crate::units::fmt_ms(p99),
-            crate::units::fmt_window(self.policy.latency_window.as_secs_f64())
+            crate::units::fmt_window(
+                self.obs
+                    .p99_span
+                    .unwrap_or(self.policy.latency_window.as_secs_f64())
+            )
         )
     }
 

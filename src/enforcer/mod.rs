@@ -372,6 +372,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             self.interval,
             self.policy.latency_window,
         );
+        obs.p99_span = observation::filling_span(self.window.span(), self.policy.latency_window);
         if let Some(rx) = &self.external_p99 {
             let max_age = self.interval * 3;
             let problem = match &*rx.borrow() {
@@ -385,6 +386,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
                 Some(ExternalP99 { value: Ok(v), .. }) => {
                     obs.p99 = *v;
+                    obs.p99_span = None;
                     obs.p99_note = v
                         .is_none()
                         .then(|| "no client writes in Prometheus' window".to_string());

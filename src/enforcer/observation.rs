@@ -40,6 +40,10 @@ pub struct Observation {
     pub p99: Option<f64>,
     /// Why there is no p99: "no client writes in the last 15s".
     pub p99_note: Option<String>,
+    /// Seconds the p99 really covers, while the window is still filling (the first minutes
+    /// after a start): what every line that names the p99's window says. `None`: the whole
+    /// latency window.
+    pub p99_span: Option<f64>,
     pub baseline: Option<f64>,
     /// Why there is no baseline, or where it came from.
     pub baseline_note: Option<String>,
@@ -122,6 +126,7 @@ impl Observation {
             stale: None,
             p99: None,
             p99_note: None,
+            p99_span: None,
             baseline: None,
             baseline_note: None,
             degraded_objects: 0,
@@ -243,6 +248,28 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn a_window_still_filling_names_the_span_it_covers() {
+        let w = Duration::from_secs(60);
+        // 20 s after a start: "over the last 20s", not the 1m configured.
+        assert_eq!(filling_span(Duration::from_secs(20), w), Some(20.0));
+        assert_eq!(filling_span(Duration::ZERO, w), None);
+        // Full (the span exceeds the window by up to one interval): the window's name.
+        assert_eq!(filling_span(Duration::from_secs(60), w), None);
+        assert_eq!(filling_span(Duration::from_secs(72), w), None);
+        let obs = Observation {
+            p99: Some(0.0412),
+            p99_span: Some(20.0),
+            ..Observation::quiet()
+        };
+        let policy = super::super::Policy::default();
+        let ctx = super::super::ctx::Ctx::new(&policy, &obs, 0.0);
+        assert_eq!(
+            ctx.p99(0.0412),
+            "client p99 write 41.2 ms over the last 20s"
+        );
+    }
+
+    #[test]
     fn no_p99_to_judge_by_once_the_writes_stop() {
         let (i, w) = (Duration::from_secs(15), Duration::from_secs(300));
         assert_eq!(
@@ -262,4 +289,10 @@ mod tests {
         // The first collection: nothing to compare yet, the window's p99 stands.
         assert_eq!(judged_p99(Some(0.02), None, i, w), (Some(0.02), None));
     }
+}
+
+/// The span a window's p99 covers, when shorter than the window (it is still filling): `None`
+/// once it covers the window (the span then exceeds it by up to one collection interval).
+pub fn filling_span(span: std::time::Duration, window: std::time::Duration) -> Option<f64> {
+    (span < window && !span.is_zero()).then(|| span.as_secs_f64())
 }

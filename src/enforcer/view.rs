@@ -255,7 +255,8 @@ impl EnforcerView {
             .flatten();
         self.bound_seconds = obs.baseline.map(|b| b * policy.multiplier);
         self.p99_seconds = obs.p99;
-        self.p99_window_seconds = policy.latency_window.as_secs_f64();
+        // The window it really covers while it fills (after a start), not the one configured.
+        self.p99_window_seconds = obs.p99_span.unwrap_or(policy.latency_window.as_secs_f64());
         self.p99_note = obs.p99_note.clone();
         self.breach_for_seconds = policy.breach_for.as_secs_f64();
         self.baseline_suspect_after_seconds = super::decide::baseline_suspect_after(policy);
