@@ -242,6 +242,12 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
     obs
 }
 
+/// The span a window's p99 covers, when shorter than the window (it is still filling): `None`
+/// once it covers the window (the span then exceeds it by up to one collection interval).
+pub fn filling_span(span: std::time::Duration, window: std::time::Duration) -> Option<f64> {
+    (span < window && !span.is_zero()).then_some(span.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,10 +295,4 @@ mod tests {
         // The first collection: nothing to compare yet, the window's p99 stands.
         assert_eq!(judged_p99(Some(0.02), None, i, w), (Some(0.02), None));
     }
-}
-
-/// The span a window's p99 covers, when shorter than the window (it is still filling): `None`
-/// once it covers the window (the span then exceeds it by up to one collection interval).
-pub fn filling_span(span: std::time::Duration, window: std::time::Duration) -> Option<f64> {
-    (span < window && !span.is_zero()).then(|| span.as_secs_f64())
 }
