@@ -863,7 +863,13 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             0 | 1 => ActionKind::Throttle.as_str().to_string(),
             r => ladder::rung_name(policy, &obs.op_queue, r, next.ladder.step, None),
         };
-        check_applied(policy, &ctx, applied, &rung, &mut notes);
+        // The p99 that led to the rung held, for the judgement one window later.
+        let before = next
+            .ladder
+            .acted
+            .get(&next.ladder.rung.max(1))
+            .and_then(|a| a.p99_seconds);
+        check_applied(policy, &ctx, applied, (&rung, before), &mut notes);
     }
 
     let action = to_action(policy, &ctx, state, &mut next, &mut notes, want);
@@ -1057,7 +1063,7 @@ fn check_applied(
     policy: &Policy,
     ctx: &Ctx<'_>,
     applied: &mut Applied,
-    rung: &str,
+    (rung, before): (&str, Option<f64>),
     notes: &mut Vec<DecisionRecord>,
 ) {
     let age = ctx.now - applied.at;
@@ -1112,16 +1118,20 @@ fn check_applied(
         if let (Some(p99), Some(bound)) = (ctx.obs.p99, ctx.bound) {
             let helped = p99 <= bound;
             applied.effective = Some(helped);
+            // Each action's line names the p99 that led to it; this one, a window later, both.
+            let then = before
+                .map(|b| format!(" ({} when it was set)", fmt_ms(b)))
+                .unwrap_or_default();
             let msg = if helped {
                 format!(
-                    "{rung} helped: {} <= bound {} after {}",
+                    "{rung} helped: {} <= bound {} after {}{then}",
                     ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age)
                 )
             } else {
                 format!(
-                    "{rung} had no effect: {} is still above the bound {} after {}; {}",
+                    "{rung} had no effect: {} is still above the bound {} after {}{then}; {}",
                     ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age),

@@ -58,13 +58,14 @@ pub fn lever_key(q: &OpQueue) -> &'static str {
 /// The share the pause starts at for `p99` against `bound`, from the breach and from what held
 /// the bound in the last recovery of this cluster.
 pub(super) fn pause_entry(policy: &Policy, state: &EnforcerState, p99: f64, bound: f64) -> f64 {
-    let remembered = state
-        .memory
-        .held
-        .as_ref()
-        .filter(|h| h.rung >= 3)
-        .and_then(|h| h.share);
+    let remembered = remembered_share(state).map(|(s, _)| s);
     policy.ladder.pause.entry_share(p99 / bound, remembered)
+}
+
+/// The pause share that held the bound in the last recovery that needed the pause, and when.
+fn remembered_share(state: &EnforcerState) -> Option<(f64, Time)> {
+    let h = state.memory.held.as_ref().filter(|h| h.rung >= 3)?;
+    h.share.map(|s| (s, h.at))
 }
 
 /// Why the entry share is what it is, for the ESCALATE line.
@@ -76,12 +77,7 @@ fn entry_why(
     share: f64,
 ) -> String {
     let pp = &policy.ladder.pause;
-    let remembered = state
-        .memory
-        .held
-        .as_ref()
-        .filter(|h| h.rung >= 3)
-        .and_then(|h| h.share.map(|s| (s, h.at)));
+    let remembered = remembered_share(state);
     let from_breach = pp.entry_share(p99 / bound, None);
     match remembered {
         Some((s, at)) if s >= from_breach && s > pp.start_share => format!(

@@ -8,7 +8,6 @@ use super::effect::{
     Action, CommandError, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack, Refused,
 };
 use super::event::{DecisionEvent, DecisionRecord};
-use super::ladder;
 use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
 use super::observation::Observation;
 use super::pause::{PauseState, PAUSE_FLAGS};
@@ -311,11 +310,9 @@ fn remember_why(ctx: &Ctx<'_>, next: &mut EnforcerState, action: &Action) {
             let rung = next.ladder.rung;
             if rung >= 1 {
                 let keep = action.kind == ActionKind::Descend;
+                // Its effect one window later is judged with the rung it set (EFFECTIVE /
+                // NO_EFFECT in `decide`); the pause's own moves are watched in `ladder`.
                 next.ladder.entered(rung, now, p99, keep);
-                let share = next.ladder.pause.as_ref().map(|p| p.share);
-                let to =
-                    ladder::rung_name(ctx.policy, &ctx.obs.op_queue, rung, next.ladder.step, share);
-                ladder::watch(next, format!("{} to {to}", action.kind.as_str()), now, p99);
             }
         }
         // Suspend holds no rung; the operator's values back: nothing is in force.

@@ -553,7 +553,7 @@ fn b10_throttle_without_effect_is_said_plainly_and_not_flapped_at_max_rung_1() {
         .expect("NO_EFFECT note");
     assert_eq!(
         note.message,
-        "THROTTLE had no effect: client p99 write 350 ms over the last 5m is still above the bound 32.0 ms after 5m0s; keeping it (--enforcer.max-rung 1: no stronger lever)"
+        "THROTTLE had no effect: client p99 write 350 ms over the last 5m is still above the bound 32.0 ms after 5m0s (350 ms when it was set); keeping it (--enforcer.max-rung 1: no stronger lever)"
     );
     assert_eq!(sim.state.applied.as_ref().unwrap().effective, Some(false));
     assert_eq!(
