@@ -9,14 +9,11 @@ use std::time::Duration;
 
 use super::decide::*;
 use super::effect::Action;
+use super::ladder_tests::{messages, paused};
 use super::observation::Observation;
 use super::policy::*;
 use super::state::*;
 use super::tests::{finished, osds, policy, recovering, undersized, Sim};
-
-fn paused(sim: &Sim) -> bool {
-    sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused)
-}
 
 fn share(sim: &Sim) -> Option<f64> {
     sim.state.ladder.pause.as_ref().map(|p| p.share)
@@ -45,14 +42,6 @@ fn on_pacific(policy: Policy) -> Sim {
     let mut sim = Sim::new(policy);
     sim.configured.clear();
     sim
-}
-
-fn messages<'a>(sim: &'a Sim, event: &str) -> Vec<&'a str> {
-    sim.notes
-        .iter()
-        .filter(|n| n.event == event)
-        .map(|n| n.message.as_str())
-        .collect()
 }
 
 /// Steps every 15 s until the pause flags are set; returns the seconds it took.

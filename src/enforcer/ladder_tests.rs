@@ -18,7 +18,7 @@ fn kinds(actions: &[Action]) -> Vec<ActionKind> {
 }
 
 /// The decision log's messages of one event, in order.
-fn messages<'a>(sim: &'a Sim, event: &str) -> Vec<&'a str> {
+pub(super) fn messages<'a>(sim: &'a Sim, event: &str) -> Vec<&'a str> {
     sim.notes
         .iter()
         .filter(|n| n.event == event)
@@ -26,7 +26,7 @@ fn messages<'a>(sim: &'a Sim, event: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn paused(sim: &Sim) -> bool {
+pub(super) fn paused(sim: &Sim) -> bool {
     sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused)
 }
 
