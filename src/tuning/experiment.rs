@@ -67,6 +67,10 @@ pub enum RowKind {
     NoRecovery,
     Profile(&'static str),
     Enforced,
+    /// The enforcer with the backfill lever off (`--enforcer.backfill-lever off`): the ladder
+    /// goes from the throttle to the duty-cycled pause, as before the lever existed; the row
+    /// that measures the lever against the pause.
+    EnforcedPauseOnly,
 }
 
 impl RowKind {
@@ -78,6 +82,20 @@ impl RowKind {
             RowKind::NoRecovery => "no-recovery",
             RowKind::Profile(p) => p,
             RowKind::Enforced => "enforced",
+            RowKind::EnforcedPauseOnly => "enforced-pause-only",
+        }
+    }
+
+    /// A row run with the enforcer as a child.
+    pub fn is_enforced(self) -> bool {
+        matches!(self, RowKind::Enforced | RowKind::EnforcedPauseOnly)
+    }
+
+    /// Flags the row's `serve` gets after `--serve-args`.
+    pub fn serve_extra(self) -> &'static [&'static str] {
+        match self {
+            RowKind::EnforcedPauseOnly => &["--enforcer.backfill-lever", "off"],
+            _ => &[],
         }
     }
 
@@ -87,8 +105,14 @@ impl RowKind {
             RowKind::NoRecovery => "no recovery".to_string(),
             RowKind::Profile(p) => p.to_string(),
             RowKind::Enforced => format!("enforced ({multiplier}x)"),
+            RowKind::EnforcedPauseOnly => format!("enforced, pause only ({multiplier}x)"),
         }
     }
+}
+
+/// Whether a row of the result (by its `--rows` name) ran the enforcer.
+fn is_enforced_row(name: &str) -> bool {
+    name == RowKind::Enforced.name() || name == RowKind::EnforcedPauseOnly.name()
 }
 
 /// `--rows`: comma-separated, no repeats, starting with no-recovery (its p99 is the baseline
@@ -99,11 +123,12 @@ pub fn parse_rows(s: &str) -> Result<Vec<RowKind>, String> {
         let row = match word {
             "no-recovery" | "no_recovery" => RowKind::NoRecovery,
             "enforced" => RowKind::Enforced,
+            "enforced-pause-only" => RowKind::EnforcedPauseOnly,
             other => match RowKind::PROFILES.iter().find(|p| **p == other) {
                 Some(p) => RowKind::Profile(p),
                 None => {
                     return Err(format!(
-                        "--rows: unknown row {other:?}; the rows are {}",
+                        "--rows: unknown row {other:?}; the rows are {} and enforced-pause-only",
                         DEFAULT_ROWS.replace(',', ", ")
                     ))
                 }
@@ -390,6 +415,7 @@ pub trait Processes: Send + Sync {
         &self,
         baseline_p99_seconds: f64,
         multiplier: f64,
+        extra: &[&str],
     ) -> Result<Self::Enforcer, String>;
 }
 
@@ -478,7 +504,8 @@ pub struct ExperimentResult {
     pub rows: Vec<ExperimentRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enforcer: Option<EnforcerSummary>,
-    /// The enforcer's decision records of the enforced row, oldest first.
+    /// The enforcer's decision records of the enforced rows, oldest first, each with the row
+    /// it came from (`experiment_row`, its `--rows` name).
     pub decisions: Vec<serde_json::Value>,
     pub notes: Vec<String>,
     /// What was put back at the end.
@@ -492,6 +519,17 @@ pub struct ExperimentResult {
 }
 
 impl ExperimentResult {
+    /// The decisions of one enforced row (its `--rows` name), oldest first. A decision without
+    /// `experiment_row` (a result of a version with one enforced row) is the enforced row's.
+    pub fn decisions_of<'a>(&'a self, row: &'a str) -> impl Iterator<Item = &'a serde_json::Value> {
+        self.decisions.iter().filter(move |d| {
+            d.get("experiment_row")
+                .and_then(|r| r.as_str())
+                .unwrap_or(RowKind::Enforced.name())
+                == row
+        })
+    }
+
     /// 0: every row done and everything put back; 130: interrupted; 1: otherwise.
     pub fn exit_code(&self) -> u8 {
         if self.interrupted {
@@ -596,7 +634,7 @@ fn build_row(
                 row.worst_window_p99_seconds = windows::worst_p99(&w);
                 if let Some(b) = bound {
                     row.windows_within_bound = windows::within_fraction(&w, b);
-                    if kind == RowKind::Enforced {
+                    if kind.is_enforced() {
                         row.reaction_seconds = windows::reaction(&w, b).seconds();
                     }
                 }
@@ -719,7 +757,9 @@ pub async fn experiment<C: Client, P: Processes>(
         ended = match *kind {
             RowKind::NoRecovery => run.no_recovery_row(progress, cancel).await,
             RowKind::Profile(p) => run.profile_row(p, progress, cancel).await,
-            RowKind::Enforced => run.enforced_row(progress, cancel).await,
+            k @ (RowKind::Enforced | RowKind::EnforcedPauseOnly) => {
+                run.enforced_row(k, progress, cancel).await
+            }
         };
         if ended != Ended::Done {
             break;
@@ -874,10 +914,10 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
 
     async fn enforced_row(
         &mut self,
+        kind: RowKind,
         progress: &mut dyn Progress,
         cancel: &mut watch::Receiver<bool>,
     ) -> Ended {
-        let kind = RowKind::Enforced;
         let label = kind.label(self.plan.multiplier);
         let Some(baseline) = self.baseline() else {
             return self.failed_row(kind, "no baseline p99".into(), progress);
@@ -901,14 +941,22 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             baseline_arg(baseline),
             self.plan.multiplier
         ));
-        let mut child = match self.procs.start_enforcer(baseline, self.plan.multiplier) {
-            Ok(c) => c,
-            Err(e) => {
-                return self.failed_row(kind, format!("the enforcer did not start: {e}"), progress)
-            }
-        };
+        let mut child =
+            match self
+                .procs
+                .start_enforcer(baseline, self.plan.multiplier, kind.serve_extra())
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    return self.failed_row(
+                        kind,
+                        format!("the enforcer did not start: {e}"),
+                        progress,
+                    )
+                }
+            };
         let (report, watched, ended) = self
-            .with_enforcer(&label, &mut child, progress, cancel)
+            .with_enforcer(kind, &label, &mut child, progress, cancel)
             .await;
         progress.say(&format!("{label}: stopping the enforcer (SIGTERM)"));
         let end = child.stop().await;
@@ -932,6 +980,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
     /// idle, its decisions.
     async fn with_enforcer(
         &mut self,
+        kind: RowKind,
         label: &str,
         child: &mut P::Enforcer,
         progress: &mut dyn Progress,
@@ -1005,7 +1054,12 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             poll_metrics(child, &metrics, &mut watched).await;
             match child.get("/decisions?limit=1000").await {
                 Ok(body) => match decisions_oldest_first(&body) {
-                    Ok(list) => self.result.decisions = list,
+                    Ok(list) => self.result.decisions.extend(list.into_iter().map(|mut d| {
+                        if let Some(o) = d.as_object_mut() {
+                            o.insert("experiment_row".into(), kind.name().into());
+                        }
+                        d
+                    })),
                     Err(e) => self.result.notes.push(format!("{label}: {e}")),
                 },
                 Err(e) => self
@@ -1024,7 +1078,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             summary.top_rung,
             rung_name(summary.top_rung),
             summary.paused_seconds.map_or("? s".to_string(), fmt_secs),
-            if self.result.decisions.is_empty() {
+            if self.result.decisions_of(kind.name()).next().is_none() {
                 "no decisions"
             } else {
                 "decisions below"
@@ -1459,7 +1513,7 @@ pub fn render(result: &ExperimentResult) -> String {
             None => dash(),
         };
         let reaction = match bound {
-            Some(b) if r.row == RowKind::Enforced.name() && !r.windows.is_empty() => {
+            Some(b) if is_enforced_row(&r.row) && !r.windows.is_empty() => {
                 windows::reaction(&r.windows, b).cell()
             }
             _ => dash(),
@@ -1538,12 +1592,17 @@ pub fn render(result: &ExperimentResult) -> String {
     } else if !result.complete {
         out.push_str("incomplete: not every row was measured\n");
     }
-    if result.enforcer.is_some() {
+    for r in result.rows.iter().filter(|r| is_enforced_row(&r.row)) {
+        let list: Vec<&serde_json::Value> = result.decisions_of(&r.row).collect();
+        if list.is_empty() {
+            continue;
+        }
         out.push_str(&format!(
-            "\ndecisions of the enforced row ({}, oldest first):\n",
-            result.decisions.len()
+            "\ndecisions of the {} row ({}, oldest first):\n",
+            r.label,
+            list.len()
         ));
-        for d in &result.decisions {
+        for d in list {
             out.push_str(&format!("  {}\n", decision_line(d)));
         }
     }
@@ -1583,7 +1642,7 @@ fn windows_text(result: &ExperimentResult) -> String {
         if let Some(why) = &r.windows_missing {
             out.push_str(&format!("{}: no per-window p99: {why}\n", r.label));
         }
-        if let (true, Some(b)) = (r.row == RowKind::Enforced.name(), bound) {
+        if let (true, Some(b)) = (is_enforced_row(&r.row), bound) {
             if !r.windows.is_empty() {
                 out.push_str(&format!(
                     "{}: {}\n",

@@ -50,6 +50,7 @@ fn colour(row: &str) -> (&'static str, f64) {
         "high_client_ops" => ("#2ca02c", 1.5),
         "high_recovery_ops" => ("#ff7f0e", 1.5),
         "enforced" => ("#000000", 2.5),
+        "enforced-pause-only" => ("#9467bd", 2.0),
         _ => ("#8c564b", 1.5),
     }
 }
@@ -232,7 +233,13 @@ pub fn svg(result: &ExperimentResult) -> String {
         .iter()
         .find(|r| r.row == super::RowKind::Enforced.name() && !r.windows.is_empty());
     let marks = match enforced.and_then(|r| r.fio_started_at) {
-        Some(start) => marks(&result.decisions, start),
+        Some(start) => marks(
+            &result
+                .decisions_of(super::RowKind::Enforced.name())
+                .cloned()
+                .collect::<Vec<_>>(),
+            start,
+        ),
         None => Vec::new(),
     };
     let window_end = result

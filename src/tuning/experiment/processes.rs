@@ -188,6 +188,7 @@ impl Processes for RealProcesses {
         &self,
         baseline_p99_seconds: f64,
         multiplier: f64,
+        extra: &[&str],
     ) -> Result<RealEnforcer, String> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
@@ -198,12 +199,14 @@ impl Processes for RealProcesses {
         let state_file = self.dir.join("enforcer-state.json");
         let _ = std::fs::remove_file(&state_file);
         let log = self.dir.join("serve.log");
+        let mut rest = self.serve_rest.clone();
+        rest.extend(extra.iter().map(|w| w.to_string()));
         let argv = serve_argv(
             &format!("127.0.0.1:{port}"),
             baseline_p99_seconds,
             multiplier,
             &state_file,
-            &self.serve_rest,
+            &rest,
         );
         let mut child = grouped(&self.exe, &argv, Stdio::null())
             .spawn()
@@ -450,7 +453,7 @@ mod tests {
     async fn an_enforcer_that_cannot_start_is_reported_with_its_words() {
         // `sh serve --web.listen-address ...`: sh cannot open a script named serve.
         let p = procs("/bin/sh");
-        let mut child = p.start_enforcer(0.0455, 2.0).unwrap();
+        let mut child = p.start_enforcer(0.0455, 2.0, &[]).unwrap();
         let mut why = None;
         for _ in 0..200 {
             why = child.exited();

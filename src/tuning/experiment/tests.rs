@@ -406,11 +406,17 @@ impl Processes for FakeProcesses {
         })
     }
 
-    fn start_enforcer(&self, baseline: f64, multiplier: f64) -> Result<FakeEnforcer, String> {
+    fn start_enforcer(
+        &self,
+        baseline: f64,
+        multiplier: f64,
+        extra: &[&str],
+    ) -> Result<FakeEnforcer, String> {
         self.0.with(|s| {
             s.calls.push(format!(
-                "enforcer start --enforcer.baseline {} --enforcer.multiplier {multiplier}",
-                baseline_arg(baseline)
+                "enforcer start --enforcer.baseline {} --enforcer.multiplier {multiplier}{}",
+                baseline_arg(baseline),
+                extra.iter().map(|w| format!(" {w}")).collect::<String>()
             ));
             s.enforcer_running = true;
             if s.enforcer_leaves_flag {
@@ -632,7 +638,7 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
     );
     assert!(text.contains("enforced (2x): first window over the bound at 0:00 (p99 90.0 ms); back within it (3 windows in a row) from 0:30: reaction 30s"), "{text}");
     assert!(text.contains("baseline: p99 16.0 ms without recovery; bound: p99 32.0 ms (2x)"));
-    assert!(text.contains("decisions of the enforced row (2, oldest first):"));
+    assert!(text.contains("decisions of the enforced (2x) row (2, oldest first):"));
     let throttle = text.find("THROTTLE").unwrap();
     let restore = text.find("RESTORE ").unwrap();
     assert!(throttle < restore, "{text}");
@@ -893,6 +899,50 @@ async fn the_no_recovery_row_alone_needs_only_fio() {
     assert!(!render(&r).contains("decisions"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_pause_only_row_runs_the_enforcer_with_the_backfill_lever_off() {
+    let lab = Lab::new();
+    let (r, _) = run(
+        &lab,
+        &plan("no-recovery,enforced-pause-only,enforced"),
+        None,
+    )
+    .await;
+    let r = r.unwrap();
+    assert!(r.complete, "{r:#?}");
+    let starts: Vec<String> = lab
+        .actions()
+        .into_iter()
+        .filter(|a| a.starts_with("enforcer start"))
+        .collect();
+    assert_eq!(
+        starts,
+        vec![
+            "enforcer start --enforcer.baseline 16ms --enforcer.multiplier 2 --enforcer.backfill-lever off",
+            "enforcer start --enforcer.baseline 16ms --enforcer.multiplier 2",
+        ]
+    );
+    let labels: Vec<&str> = r.rows.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        vec!["no recovery", "enforced, pause only (2x)", "enforced (2x)"]
+    );
+    // Both enforcer rows get a reaction time and their own decisions.
+    let table = render(&r);
+    for label in ["enforced, pause only (2x)", "enforced (2x)"] {
+        assert!(
+            table.contains(&format!("{label}: first window over the bound")),
+            "{table}"
+        );
+        assert!(
+            table.contains(&format!("decisions of the {label} row (2, oldest first)")),
+            "{table}"
+        );
+    }
+    assert_eq!(r.decisions.len(), 4);
+    assert_eq!(r.decisions_of("enforced-pause-only").count(), 2);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The pure parts.
 
@@ -916,6 +966,14 @@ fn rows_parse_in_the_order_given_starting_with_no_recovery() {
     assert!(e.contains("must start with no-recovery"), "{e}");
     let e = parse_rows("no-recovery,high_client").unwrap_err();
     assert!(e.contains("unknown row \"high_client\""), "{e}");
+    assert_eq!(
+        parse_rows("no-recovery,enforced-pause-only,enforced").unwrap(),
+        vec![
+            RowKind::NoRecovery,
+            RowKind::EnforcedPauseOnly,
+            RowKind::Enforced
+        ]
+    );
     let e = parse_rows("no-recovery,enforced,enforced").unwrap_err();
     assert!(e.contains("enforced is given twice"), "{e}");
     assert!(parse_rows("").is_err());
