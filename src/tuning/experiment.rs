@@ -269,6 +269,12 @@ pub fn metric_value(text: &str, name: &str) -> Option<f64> {
 }
 
 /// `enforcer.phase` of `/api/status` ("idle", "throttled", ...).
+/// How many PGs the enforcer's backfill lever holds, from its `/api/status`.
+pub fn held_pgs(status_json: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(status_json).ok()?;
+    v.get("enforcer")?.get("backfill_held")?.as_u64()
+}
+
 pub fn enforcer_phase(status_json: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(status_json).ok()?;
     v.get("enforcer")?
@@ -566,6 +572,8 @@ struct Watched {
     undersized_peak: u64,
     top_rung: u8,
     paused_seconds: Option<f64>,
+    /// PGs the enforcer's backfill lever held at the last poll.
+    held: u64,
 }
 
 /// A row from what was measured. Pure.
@@ -1184,7 +1192,16 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
                         .undersized_peak
                         .max(s.recovery_counts().undersized_pgs);
                     seen |= watched.left > 0;
-                    if seen && !s.recovery_running() {
+                    // PGs the enforcer's backfill lever holds are active+clean with their data
+                    // still to move: the recovery is not over until it has released them.
+                    let held = match enforcer.as_deref_mut() {
+                        Some(e) if seen => {
+                            e.get("/api/status").await.ok().and_then(|b| held_pgs(&b))
+                        }
+                        _ => None,
+                    };
+                    watched.held = held.unwrap_or(0);
+                    if seen && !s.recovery_running() && watched.held == 0 {
                         watched.finished_after = Some(start.elapsed());
                         break Ended::Done;
                     }
@@ -1202,9 +1219,10 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             if elapsed >= max {
                 break Ended::Failed(if seen {
                     format!(
-                        "the recovery did not finish within {} (--max-recovery): {} objects degraded or misplaced left",
+                        "the recovery did not finish within {} (--max-recovery): {} objects degraded or misplaced left, {} PGs held back by the enforcer",
                         fmt_secs(max.as_secs_f64()),
-                        watched.left
+                        watched.left,
+                        watched.held
                     )
                 } else {
                     format!(
@@ -1215,10 +1233,15 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             }
             let mut line = if seen {
                 format!(
-                    "{label}: recovering for {}, {} objects degraded + misplaced left (at most {})",
+                    "{label}: recovering for {}, {} objects degraded + misplaced left (at most {}){}",
                     fmt_secs(elapsed.as_secs_f64()),
                     watched.left,
-                    watched.peak
+                    watched.peak,
+                    if watched.held > 0 {
+                        format!(", {} PGs held back by the enforcer", watched.held)
+                    } else {
+                        String::new()
+                    }
                 )
             } else {
                 format!(

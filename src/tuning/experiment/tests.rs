@@ -44,6 +44,8 @@ struct LabState {
     /// What its state file says it has not restored; it sets these at start.
     enforcer_unrestored: BTreeMap<String, Option<String>>,
     enforcer_never_idle: bool,
+    /// The enforcer's backfill lever holds 3 PGs until this long after it started.
+    enforcer_holds_until: Option<Duration>,
     /// The paused clock's start, for fio's Unix timestamps.
     origin: Instant,
 }
@@ -76,6 +78,7 @@ impl Lab {
             enforcer_leaves_flag: false,
             enforcer_unrestored: BTreeMap::new(),
             enforcer_never_idle: false,
+            enforcer_holds_until: None,
             origin: Instant::now(),
         })))
     }
@@ -328,13 +331,21 @@ impl RunningEnforcer for FakeEnforcer {
                     u8::from(busy)
                 )),
                 "/api/status" => Ok(format!(
-                    r#"{{"version":"0.1.0","enforcer":{{"mode":"enforce","phase":"{}"}}}}"#,
+                    r#"{{"version":"0.1.0","enforcer":{{"mode":"enforce","phase":"{}","backfill_held":{}}}}}"#,
                     if busy {
                         "throttled"
                     } else if s.enforcer_never_idle {
                         "settling"
                     } else {
                         "idle"
+                    },
+                    if s
+                        .enforcer_holds_until
+                        .is_some_and(|d| self.started.elapsed() < d)
+                    {
+                        3
+                    } else {
+                        0
                     }
                 )),
                 "/decisions?limit=1000" => Ok(r#"[
@@ -941,6 +952,25 @@ async fn the_pause_only_row_runs_the_enforcer_with_the_backfill_lever_off() {
     }
     assert_eq!(r.decisions.len(), 4);
     assert_eq!(r.decisions_of("enforced-pause-only").count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_recovery_is_not_over_while_the_enforcer_holds_pgs_back() {
+    let lab = Lab::new();
+    // The data the cluster shows moves in 2m30s; the lever releases its last PGs at 4m.
+    lab.with(|s| s.enforcer_holds_until = Some(Duration::from_secs(240)));
+    let (r, progress) = run(&lab, &plan("no-recovery,enforced"), None).await;
+    let r = r.unwrap();
+    assert!(r.complete, "{r:#?}");
+    let t = r.rows[1].recovery_seconds.unwrap();
+    assert!((230.0..=250.0).contains(&t), "{t}");
+    assert!(
+        progress
+            .iter()
+            .any(|l| l.contains("0 objects degraded + misplaced left")
+                && l.contains("3 PGs held back by the enforcer")),
+        "{progress:#?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
