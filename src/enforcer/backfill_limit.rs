@@ -139,7 +139,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             step.held = Some(next.n);
             if input.held == 0 {
                 step.note = Some(format!(
-                    "backfill limit no longer needed: no PG held and client p99 write {} below {:.0}% of the bound {}",
+                    "no longer needed: no PG held and client p99 write {} below {:.0}% of the bound {}",
                     p99(p),
                     policy.lower * 100.0,
                     p99(input.bound)
@@ -163,9 +163,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             // No client writes: nothing to protect, recovery gets its PGs back.
             next.raised_from = None;
             if input.held == 0 {
-                step.note = Some(
-                    "backfill limit no longer needed: no PG held and no client writes".to_string(),
-                );
+                step.note = Some("no longer needed: no PG held and no client writes".to_string());
                 return step;
             }
             next.n += 1;
@@ -285,10 +283,7 @@ mod tests {
         let s = LeverState::start(3, 0.0);
         let st = lever_step(&lp(), &s, &input(60.0, Some(20.0), 0));
         assert!(st.next.is_none());
-        assert!(st
-            .note
-            .unwrap()
-            .starts_with("backfill limit no longer needed"));
+        assert!(st.note.unwrap().starts_with("no longer needed"));
         let st = lever_step(&lp(), &s, &input(60.0, None, 0));
         assert!(st.next.is_none());
         // No writes but PGs held: released one more each period.

@@ -540,7 +540,7 @@ pub(super) fn climb(
                 return None;
             }
             AtRung::Escalate(why) => {
-                let Some(p99) = obs.p99 else { return None };
+                let p99 = obs.p99?;
                 if lp.max_rung < PAUSE_RUNG || l.no_pause {
                     ctx.note_once(next, notes, "top:lever", DecisionEvent::LadderTop, || {
                         format!(

@@ -20,6 +20,10 @@ use crate::units::fmt_ms;
 
 type Notes = Vec<DecisionRecord>;
 
+/// Noted when Ceph refused a lever command for lack of a cephx grant: no lever again in this
+/// recovery (what to grant is in the FAILED line and in `status`).
+pub const NO_GRANT: &str = "lever_no_grant";
+
 /// "rung 3 (backfill lever: at most 2 PGs backfilling at once)".
 pub fn lever_name(n: Option<usize>) -> String {
     match n {
@@ -65,6 +69,9 @@ pub(super) fn enter(
     let policy = ctx.policy;
     if !policy.ladder.backfill_lever {
         return Err("--enforcer.backfill-lever is off".to_string());
+    }
+    if next.noted.contains(NO_GRANT) {
+        return Err("Ceph refused its commands in this recovery for lack of a cephx grant (see the PERMISSION DENIED line)".to_string());
     }
     let v = view(ctx).map_err(|e| format!("cannot see which PGs backfill ({e})"))?;
     if let Some(refusal) = backfill::lever_refusal(&v.pgs, &v.map, &next.backfill) {
@@ -443,7 +450,7 @@ pub fn give_back(
         balancer,
         fsid: view.map.fsid.clone(),
         epoch: view.map.epoch,
-        why: format!("{when}: the enforcer leaves no PG held"),
+        why: "the enforcer leaves no PG held".to_string(),
         backfilling: (view.backfilling(), view.backfilling()),
         lifecycle: Some(when),
     };

@@ -51,6 +51,8 @@ struct LeverSim {
     /// A state write that fails (what `persist_first` then reports).
     store_fails: bool,
     undersized: u64,
+    /// Ceph refuses pg-upmap-items for lack of a cephx grant (EACCES).
+    refuse: bool,
 }
 
 impl LeverSim {
@@ -64,6 +66,7 @@ impl LeverSim {
             commands: Vec::new(),
             store_fails: false,
             undersized: 0,
+            refuse: false,
         }
     }
 
@@ -150,6 +153,21 @@ impl LeverSim {
                         h.pgid
                     );
                     self.commands.push(format!("osd pg-upmap-items {}", h.pgid));
+                    if self.refuse {
+                        held.push((
+                            h.pgid,
+                            Err(super::effect::CommandError {
+                                message: "Error EACCES: access denied".into(),
+                                refused: Some(super::types::Refused {
+                                    command: format!("ceph osd pg-upmap-items {}", h.pgid),
+                                    cap: crate::ceph::caps::needed(&crate::ceph::CephCommand::new(
+                                        ["osd", "pg-upmap-items", "2.1", "1", "3"],
+                                    )),
+                                }),
+                            }),
+                        ));
+                        continue;
+                    }
                     self.cluster.hold(h.pgid, &h.items);
                     held.push((h.pgid, Ok(())));
                 }
@@ -416,7 +434,7 @@ fn an_undersized_pg_releases_everything_at_once_and_suspends_the_bound() {
     );
     let lines = messages_of(&sim, "BACKFILL");
     assert!(
-        lines.last().unwrap().contains("released 10 (")
+        lines.last().unwrap().contains("released 10 PGs (")
             && lines
                 .last()
                 .unwrap()
@@ -580,7 +598,7 @@ fn shutdown_and_a_start_after_a_crash_release_exactly_ours_and_put_the_balancer_
     assert!(
         after.records[0]
             .message
-            .starts_with("BACKFILL: START: released 9 ("),
+            .starts_with("BACKFILL: START: released 9 PGs ("),
         "{:?}",
         after.records
     );
@@ -645,4 +663,28 @@ fn the_memory_of_n_is_the_most_the_next_recovery_starts_at() {
         esc.last().unwrap().ends_with("(19 PGs backfill now; 3 held the bound in the last recovery of this cluster): PGs above 3 are held where their data is (pg-upmap-items), released as p99 allows"),
         "{esc:?}"
     );
+}
+
+#[test]
+fn a_lever_command_refused_for_a_cephx_grant_says_what_to_grant_and_the_pause_follows() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.refuse = true;
+    sim.run_for(2 * 60, Some(36.0));
+    let failed = messages_of(&sim, "ACTION_FAILED");
+    assert!(
+        failed[0].contains(r#"PERMISSION DENIED: Ceph refused `ceph osd pg-upmap-items 2.1` (EACCES): the cephx user this exporter runs as"#)
+            && failed[0].contains(r#"lacks mon 'allow command "osd pg-upmap-items"'"#),
+        "{failed:?}"
+    );
+    assert!(sim.state.refused.is_some(), "status says it");
+    assert!(sim.state.ladder.lever.is_none());
+    assert_eq!(failed.len(), 1, "not tried again: {failed:?}");
+    // Nothing was added: the balancer goes back, the record empties; then the pause.
+    sim.run_for(3 * 60, Some(36.0));
+    assert!(sim.state.backfill.is_empty(), "{:?}", sim.state.backfill);
+    assert!(sim.cluster.balancer.as_ref().unwrap().active);
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    assert!(messages_of(&sim, "LADDER_SKIP")
+        .iter()
+        .any(|s| s.contains("for lack of a cephx grant")));
 }

@@ -261,7 +261,7 @@ fn backfill_outcome(
                 }
                 if !b.release.is_empty() {
                     what.push(format!(
-                        "released {} ({})",
+                        "released {} PGs ({})",
                         b.release.len(),
                         pg_list(&b.release)
                     ));
@@ -304,6 +304,25 @@ fn backfill_outcome(
             balancer,
         } => {
             let mut failures = Vec::new();
+            // A refusal for lack of a cephx grant: said as such, kept for `status`, and the
+            // lever is not used again in this recovery (retrying cannot help).
+            let refusal = released
+                .iter()
+                .chain(held.iter())
+                .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.refused.clone()))
+                .or_else(|| {
+                    balancer
+                        .iter()
+                        .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.refused.clone()))
+                });
+            track_refusal(&mut after.next, &[], refusal.as_ref(), ctx.now);
+            if let Some(r) = &refusal {
+                failures.push(refused_line(ctx.policy, r));
+                if b.lifecycle.is_none() {
+                    after.next.noted.insert(super::lever::NO_GRANT.to_string());
+                    super::lever::end(&mut after.next, ctx.now);
+                }
+            }
             let mut released_ok = Vec::new();
             for (id, r) in released {
                 match r {
@@ -344,7 +363,7 @@ fn backfill_outcome(
                     .take(3)
                     .map(|h| {
                         format!(
-                            "{} {} {}",
+                            "{} ({}) upmap {}",
                             h.pgid,
                             h.state,
                             crate::ceph::parse::upmap::items_text(&h.items)
@@ -360,7 +379,7 @@ fn backfill_outcome(
             }
             if !released_ok.is_empty() {
                 what.push(format!(
-                    "released {} ({}): they backfill again",
+                    "released {} PGs ({}): they backfill again",
                     released_ok.len(),
                     pg_list(&released_ok)
                 ));
