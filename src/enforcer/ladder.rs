@@ -542,7 +542,8 @@ pub(super) fn climb(
             AtRung::Escalate(why) => {
                 let p99 = obs.p99?;
                 if lp.max_rung < PAUSE_RUNG || l.no_pause {
-                    ctx.note_once(next, notes, "top:lever", DecisionEvent::LadderTop, || {
+                    let key = format!("top:{LEVER_RUNG}:{}", l.step);
+                    ctx.note_once(next, notes, key, DecisionEvent::LadderTop, || {
                         format!(
                             "{why}; no stronger rung ({}): holding it",
                             if l.no_pause {

@@ -169,6 +169,24 @@ pub(super) fn at_rung(
         // Not seen this cycle: N stays, nothing is held or released on old data.
         Err(_) => return AtRung::Stay,
     }
+    // The last recovery of this cluster needed the pause: N = 1 gets no settle time.
+    if let (1, Some(p99), Some(h)) = (
+        ls.n,
+        ctx.obs.p99.filter(|p| *p > bound),
+        next.memory
+            .held
+            .as_ref()
+            .filter(|h| h.rung >= super::backfill_limit::PAUSE_RUNG),
+    ) {
+        return AtRung::Escalate(format!(
+            "{} left {} > bound {}; the last recovery of this cluster needed the pause to hold the bound ({}), so N = 1 is not given {}",
+            lever_name(Some(1)),
+            ctx.p99(p99),
+            fmt_ms(bound),
+            crate::units::fmt_when(h.at, now),
+            crate::units::fmt_secs(policy.ladder.settle.as_secs_f64())
+        ));
+    }
     let held = held_count(ctx, next, ls.n);
     let step = lever_step(
         &lever_policy(policy),

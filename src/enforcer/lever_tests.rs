@@ -688,3 +688,22 @@ fn a_lever_command_refused_for_a_cephx_grant_says_what_to_grant_and_the_pause_fo
         .iter()
         .any(|s| s.contains("for lack of a cephx grant")));
 }
+
+#[test]
+fn a_memory_of_the_pause_gives_n_1_no_settle_time() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.state.memory.held = Some(Held {
+        at: T0 - 86_400.0,
+        rung: PAUSE_RUNG,
+        share: Some(0.5),
+        n: Some(1),
+    });
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.n(), Some(1), "the N that held under the pause");
+    sim.run_for(15, Some(36.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG, "{:?}", sim.state.ladder);
+    assert!(messages_of(&sim, "ESCALATE")
+        .last()
+        .unwrap()
+        .contains("the last recovery of this cluster needed the pause to hold the bound"));
+}

@@ -1250,6 +1250,12 @@ fn summarize(state: &EnforcerState) -> String {
             flags.join(", ")
         ));
     }
+    if !state.backfill.held.is_empty() {
+        parts.push(format!(
+            "{} PGs held by the backfill lever (pg-upmap-items)",
+            state.backfill.held.len()
+        ));
+    }
     if state.ladder.paused_seconds > 0.0 {
         parts.push(format!(
             "paused {} in {}",
