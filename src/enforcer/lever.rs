@@ -333,7 +333,7 @@ pub(super) fn plan_effect(
             (Vec::new(), u.remove, u.forget, why, None)
         }
     };
-    forget_entries(ctx, next, notes, &forget);
+    forget_entries(ctx, next, notes, &forget, v.map.epoch);
     let ours_after = next.backfill.held.len() - release.len() + hold.len();
     let balancer = match &v.balancer {
         Ok(b) => balancer_step(b, &next.backfill, ours_after > 0),
@@ -408,8 +408,12 @@ fn forget_entries(
     next: &mut EnforcerState,
     notes: &mut Notes,
     forget: &[(PgId, Forget)],
+    epoch: u64,
 ) {
     for (id, why) in forget {
+        if !may_forget(next, id, why, epoch) {
+            continue;
+        }
         if next.backfill.held.remove(id).is_some() && matches!(why, Forget::Changed { .. }) {
             notes.push(ctx.record(
                 DecisionEvent::BackfillLimit,
@@ -419,6 +423,16 @@ fn forget_entries(
     }
     if next.backfill.held.is_empty() && next.backfill.balancer.is_none() {
         next.backfill.fsid = None;
+    }
+}
+
+/// Whether an entry the OSD map does not show as ours may leave the record: not when it is
+/// missing from a map no newer than the one its hold was planned from (a map that cannot show
+/// it yet, e.g. from a monitor that lags): it stays recorded until a newer map says.
+fn may_forget(next: &EnforcerState, id: &PgId, why: &Forget, epoch: u64) -> bool {
+    match (why, next.backfill.held.get(id)) {
+        (Forget::Gone, Some(h)) => epoch > h.epoch,
+        _ => true,
     }
 }
 
@@ -450,8 +464,10 @@ pub fn give_back(
         ));
         return (next, None, lines);
     }
-    for (id, _) in &u.forget {
-        next.backfill.held.remove(id);
+    for (id, why) in &u.forget {
+        if may_forget(&next, id, why, view.map.epoch) {
+            next.backfill.held.remove(id);
+        }
     }
     let balancer = match &view.balancer {
         Ok(b) => balancer_step(b, &next.backfill, false),

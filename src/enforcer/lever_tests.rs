@@ -707,3 +707,37 @@ fn a_memory_of_the_pause_gives_n_1_no_settle_time() {
         .unwrap()
         .contains("the last recovery of this cluster needed the pause to hold the bound"));
 }
+
+#[test]
+fn an_entry_missing_from_a_map_that_cannot_show_it_yet_stays_recorded() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    let (id, planned_at) = sim
+        .state
+        .backfill
+        .held
+        .iter()
+        .map(|(id, h)| (*id, h.epoch))
+        .next()
+        .unwrap();
+    // A monitor that lags: the map it serves is the one the hold was planned from.
+    let mut lagging = sim.cluster.clone();
+    lagging.map.epoch = planned_at;
+    lagging.map.pg_upmap_items.remove(&id);
+    let fresh = std::mem::replace(&mut sim.cluster, lagging);
+    sim.now += 15.0;
+    let obs = sim.obs(Some(30.0));
+    sim.step(obs);
+    assert!(
+        sim.state.backfill.held.contains_key(&id),
+        "kept: the map cannot show it yet"
+    );
+    // A newer map without it: gone (never added, or removed): dropped.
+    sim.cluster = fresh;
+    sim.cluster.map.pg_upmap_items.remove(&id);
+    sim.cluster.map.epoch += 10;
+    sim.now += 15.0;
+    let obs = sim.obs(Some(30.0));
+    sim.step(obs);
+    assert!(!sim.state.backfill.held.contains_key(&id));
+}

@@ -339,7 +339,14 @@ fn backfill_outcome(
             for (id, r) in held {
                 match r {
                     Ok(()) => held_ok.push(*id),
-                    Err(e) => failures.push(format!("ceph osd pg-upmap-items {id}: {e}")),
+                    Err(e) => {
+                        // Refused, or timed out and maybe applied: the next OSD map says (an
+                        // epoch of 0 lets any map drop it when it is not there).
+                        if let Some(h) = after.next.backfill.held.get_mut(id) {
+                            h.epoch = 0;
+                        }
+                        failures.push(format!("ceph osd pg-upmap-items {id}: {e}"))
+                    }
                 }
             }
             let balancer_ok = balancer.iter().all(|(_, r)| r.is_ok());
