@@ -201,6 +201,7 @@ fn resolve_ladder(
 ) -> Result<LadderPolicy, ConfigError> {
     let d = LadderPolicy::default();
     let (max_rung, _) = m.max_rung.get()?;
+    let (backfill_lever, _) = m.backfill_lever.get()?;
     let (settle, s_origin) = m.ladder_settle.get()?;
     // The default follows a longer latency window given alone: a rung is judged by a p99
     // measured entirely while it was held.
@@ -230,6 +231,7 @@ fn resolve_ladder(
     let (max_total, _) = m.pause_max_total.get()?;
     Ok(LadderPolicy {
         max_rung,
+        backfill_lever: backfill_lever == crate::enforcer::policy::OnOff::On,
         settle: settle.0,
         recovery_limits: recovery_limits.0,
         recovery_sleeps,
@@ -571,7 +573,7 @@ mod tests {
         assert_eq!(l.pause.max_share, 0.5);
         assert_eq!(l.pause.tick, 5.0, "the flags change once per collection");
         for (yaml, words) in [
-            ("enforcer:\n  max_rung: 4\n", vec!["max_rung 4", "line 2"]),
+            ("enforcer:\n  max_rung: 5\n", vec!["max_rung 5", "line 2"]),
             (
                 "enforcer:\n  latency_window: 5m\n  ladder_settle: 1m\n",
                 vec!["ladder_settle 1m", "latency window 5m"],

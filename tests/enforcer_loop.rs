@@ -592,9 +592,12 @@ async fn p99_from_prometheus_drives_the_throttle_and_its_absence_holds() {
 
 /// A policy that climbs straight from the throttle to the pause (no recovery-limit steps),
 /// judging each rung after 30 s, pausing half of each minute.
+/// The pause (rung 4) straight after the throttle: the backfill lever (rung 3) is off here, it
+/// has its own loop test (`the_backfill_lever_holds_releases_and_hands_everything_back`).
 fn pause_policy(file: &str) -> Policy {
     let mut p = policy(Mode::Enforce, file);
     p.ladder.settle = Duration::from_secs(30);
+    p.ladder.backfill_lever = false;
     p.ladder.recovery_limits = Vec::new();
     p.ladder.pause.period = 60.0;
     p.ladder.pause.start_share = 0.5;
@@ -792,12 +795,14 @@ async fn an_osd_on_another_release_skips_the_iops_limit_in_the_loop() {
             .iter()
             .any(|c| c.contains("osd_mclock_scheduler_background_recovery_lim 300"));
         assert_eq!(wrote_limit, expect_limit, "{:?}", rig.commands());
-        let events = rig.events();
-        assert_eq!(
-            events.contains(&"LADDER_SKIP".to_string()),
-            quincy,
-            "{events:?}"
-        );
+        let skipped_limit = {
+            let shared = rig.enforcer.shared();
+            let v = shared.lock().unwrap();
+            v.decisions
+                .iter()
+                .any(|d| d.event == "LADDER_SKIP" && d.message.starts_with("rung 2"))
+        };
+        assert_eq!(skipped_limit, quincy, "{:?}", rig.events());
         if quincy {
             assert!(
                 flag_commands(&rig).contains(&"osd set nobackfill".to_string()),
@@ -807,6 +812,107 @@ async fn an_osd_on_another_release_skips_the_iops_limit_in_the_loop() {
         }
         let _ = std::fs::remove_file(&file);
     }
+}
+
+/// The lab's rebalance as the backfill lever reads it (tests/fixtures/upmap/20-rebalance: 19
+/// PGs backfilling at once under mClock, the balancer on in upmap mode).
+fn upmap_rebalance() -> ceph_recovery_budget::enforcer::actor::FakeUpmap {
+    use ceph_recovery_budget::ceph::parse::{pgs, upmap};
+    let read = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/fixtures/upmap/20-rebalance.{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    ceph_recovery_budget::enforcer::actor::FakeUpmap {
+        pgs: pgs::parse(&read("ceph_pg_dump_pgs_brief.json")).unwrap(),
+        map: upmap::view(&read("ceph_osd_dump.json")).unwrap(),
+        balancer: Some(upmap::balancer_status(&read("ceph_balancer_status.json")).unwrap()),
+        before: Default::default(),
+    }
+}
+
+/// Rung 3 through the loop: after the throttle (no change: the OSDs' own profile would be it on
+/// Pacific; here a change), the lever pauses the balancer and holds PGs, each recorded in the
+/// state file first; SHUTDOWN releases exactly those and puts the balancer back.
+#[tokio::test(start_paused = true)]
+async fn the_backfill_lever_holds_releases_and_hands_everything_back() {
+    let file = temp_state("lever");
+    let mut p = pause_policy(&file);
+    p.ladder.backfill_lever = true;
+    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    *rig.cluster.actor.upmap.lock().unwrap() = Some(upmap_rebalance());
+    for _ in 0..12 {
+        rig.play(ClusterState::Rebalance, true, 1).await;
+        if rig.enforcer.state().ladder.rung == 3 {
+            break;
+        }
+    }
+    let cmds = rig.commands();
+    let first_hold = cmds
+        .iter()
+        .position(|c| c.starts_with("osd pg-upmap-items"))
+        .unwrap_or_else(|| panic!("no hold: {cmds:?} {:?}", rig.events()));
+    let off = cmds
+        .iter()
+        .position(|c| c == "balancer off")
+        .expect("balancer off");
+    assert!(off < first_hold, "{cmds:?}");
+    assert!(
+        !cmds.iter().any(|c| c.starts_with("osd set")),
+        "the lever, not the pause: {cmds:?}"
+    );
+    let state = rig.enforcer.state().clone();
+    assert_eq!(state.ladder.rung, 3);
+    let held: Vec<String> = state.backfill.held.keys().map(|k| k.to_string()).collect();
+    assert!(!held.is_empty());
+    // The state file has every held PG (written before the holds).
+    let saved = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    assert_eq!(saved.backfill.held.len(), held.len());
+    let shared = rig.enforcer.shared();
+    {
+        let v = shared.lock().unwrap();
+        assert_eq!(v.backfill_held, held.len());
+        assert!(v
+            .ladder_rung_name
+            .starts_with("rung 3 (backfill lever: at most "));
+        assert_eq!(
+            v.backfill_balancer_paused.as_deref(),
+            Some("on, mode upmap")
+        );
+    }
+
+    // Slow writes all along: N = 1 did not hold the bound, so the pause follows, the holds kept.
+    rig.play(ClusterState::Rebalance, true, 6).await;
+    assert_eq!(rig.enforcer.state().ladder.rung, 4);
+    assert_eq!(rig.enforcer.state().backfill.held.len(), held.len());
+    assert!(rig.commands().iter().any(|c| c == "osd set nobackfill"));
+
+    rig.enforcer.shut_down().await;
+    let cmds = rig.commands();
+    assert!(cmds.iter().any(|c| c == "osd unset nobackfill"), "{cmds:?}");
+    for pg in &held {
+        assert!(
+            cmds.contains(&format!("osd rm-pg-upmap-items {pg}")),
+            "{pg} not released: {cmds:?}"
+        );
+    }
+    let cluster = rig.cluster.actor.upmap_now().unwrap();
+    assert!(
+        cluster.balancer.as_ref().unwrap().active,
+        "balancer back on"
+    );
+    // Only the balancer's own two items are left.
+    assert_eq!(
+        cluster.map.pg_upmap_items.len(),
+        2,
+        "{:?}",
+        cluster.map.pg_upmap_items
+    );
+    let saved = EnforcerState::load(std::path::Path::new(&file)).unwrap();
+    assert!(saved.backfill.is_empty(), "{:?}", saved.backfill);
+    let _ = std::fs::remove_file(&file);
 }
 
 // ---- Clean exit (SIGTERM, SIGINT): what `--enforcer.on-exit` hands back, within the deadline.

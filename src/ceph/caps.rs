@@ -7,12 +7,15 @@ use super::CephCommand;
 pub const EXPORTER: &str = r#"mon 'allow r' mgr 'allow command "pg dump"' osd 'allow *'"#;
 
 /// What the enforcer needs in enforce mode: the exporter's, plus changing the `osd` section of
-/// the config database and the two pause flags (and no other flag).
+/// the config database and the two pause flags (and no other flag), and for the backfill lever
+/// (rung 3) adding and removing pg_upmap_items entries and pausing the mgr balancer.
 pub const ENFORCER: &str = concat!(
     r#"mon 'allow r, allow command "config set" with who=osd, allow command "config rm" with who=osd, "#,
     r#"allow command "osd set" with key=nobackfill, allow command "osd set" with key=norecover, "#,
-    r#"allow command "osd unset" with key=nobackfill, allow command "osd unset" with key=norecover' "#,
-    r#"mgr 'allow command "pg dump"' osd 'allow *'"#
+    r#"allow command "osd unset" with key=nobackfill, allow command "osd unset" with key=norecover, "#,
+    r#"allow command "osd pg-upmap-items", allow command "osd rm-pg-upmap-items"' "#,
+    r#"mgr 'allow command "pg dump", allow command "balancer status", allow command "balancer on", "#,
+    r#"allow command "balancer off", allow command "balancer mode"' osd 'allow *'"#
 );
 
 /// The grant `ceph config set|rm WHO ...` needs (`verb`: "set" or "rm").
@@ -31,6 +34,11 @@ pub fn needed(command: &CephCommand) -> String {
     match words.as_slice() {
         ["config", verb @ ("set" | "rm"), who, ..] => config_change(verb, who),
         ["osd", verb @ ("set" | "unset"), flag] => osd_flag(verb, flag),
+        // The backfill lever: the OSD map's upmap entries (mon, "osd" rw), the mgr balancer.
+        ["osd", verb @ ("pg-upmap-items" | "rm-pg-upmap-items"), ..] => {
+            format!(r#"mon 'allow command "osd {verb}"'"#)
+        }
+        ["balancer", verb, ..] => format!(r#"mgr 'allow command "balancer {verb}"'"#),
         // The OSDs refuse `tell` with anything less (measured: r, rx, rwx, pool-scoped *).
         ["tell", ..] => "osd 'allow *'".to_string(),
         // Mgr commands; `allow r` covers every read-only one.
@@ -77,6 +85,18 @@ mod tests {
         );
         assert!(needs(&["pg", "dump", "pgs_brief"]).starts_with(r#"mgr 'allow command "pg dump"'"#));
         assert_eq!(needs(&["status"]), "mon 'allow r'");
+        assert_eq!(
+            needs(&["osd", "pg-upmap-items", "2.a", "2", "3"]),
+            r#"mon 'allow command "osd pg-upmap-items"'"#
+        );
+        assert_eq!(
+            needs(&["osd", "rm-pg-upmap-items", "2.a"]),
+            r#"mon 'allow command "osd rm-pg-upmap-items"'"#
+        );
+        assert_eq!(
+            needs(&["balancer", "off"]),
+            r#"mgr 'allow command "balancer off"'"#
+        );
         assert_eq!(needs(&["osd", "pool", "ls", "detail"]), "mon 'allow r'");
     }
 
@@ -103,6 +123,21 @@ mod tests {
         for verb in ["set", "rm"] {
             let grant = config_change(verb, "osd");
             let inner = grant.trim_start_matches("mon '").trim_end_matches('\'');
+            assert!(ENFORCER.contains(inner), "{grant}");
+        }
+        for words in [
+            &["osd", "pg-upmap-items", "2.a", "2", "3"][..],
+            &["osd", "rm-pg-upmap-items", "2.a"],
+            &["balancer", "status"],
+            &["balancer", "on"],
+            &["balancer", "off"],
+            &["balancer", "mode", "upmap"],
+        ] {
+            let grant = needs(words);
+            let inner = grant
+                .trim_start_matches("mon '")
+                .trim_start_matches("mgr '")
+                .trim_end_matches('\'');
             assert!(ENFORCER.contains(inner), "{grant}");
         }
         for verb in ["set", "unset"] {

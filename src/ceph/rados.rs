@@ -73,6 +73,12 @@ fn command_json(prefix: &str, args: &[(&str, Arg<'_>)]) -> String {
                 json.push_str(&items.join(","));
                 json.push(']');
             }
+            Arg::Ints(items) => {
+                let items: Vec<String> = items.iter().map(u32::to_string).collect();
+                json.push('[');
+                json.push_str(&items.join(","));
+                json.push(']');
+            }
         }
     }
     json.push_str(",\"format\":\"json\"}");
@@ -82,6 +88,8 @@ fn command_json(prefix: &str, args: &[(&str, Arg<'_>)]) -> String {
 enum Arg<'a> {
     Str(&'a str),
     List(&'a [&'a str]),
+    /// Numbers, as the CLI sends `CephOsdName` (`2` or `osd.2` both become 2).
+    Ints(Vec<u32>),
 }
 
 /// The values `pg dump` accepts for what to dump.
@@ -142,6 +150,26 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
         ["pg", "ls", states @ ..] if states.iter().all(|s| s.parse::<i64>().is_err()) => {
             mon("pg ls", &[("states", Arg::List(states))])
         }
+        // The backfill lever (`MonCommands.h`: `osd pg-upmap-items name=pgid,type=CephPgid
+        // name=id,type=CephOsdName,n=N`; the CLI sends each id as a number).
+        ["osd", "pg-upmap-items", pgid, ids @ ..] if !ids.is_empty() && ids.len() % 2 == 0 => {
+            let ids = ids
+                .iter()
+                .map(|i| i.strip_prefix("osd.").unwrap_or(i).parse::<u32>())
+                .collect::<Result<Vec<u32>, _>>()
+                .map_err(|_| unsupported())?;
+            mon(
+                "osd pg-upmap-items",
+                &[("pgid", Arg::Str(pgid)), ("id", Arg::Ints(ids))],
+            )
+        }
+        ["osd", "rm-pg-upmap-items", pgid] => {
+            mon("osd rm-pg-upmap-items", &[("pgid", Arg::Str(pgid))])
+        }
+        ["osd", "get-require-min-compat-client"] => mon("osd get-require-min-compat-client", &[]),
+        // The mgr balancer module's commands, forwarded by the mon like `pg ls`.
+        ["balancer", verb @ ("status" | "on" | "off")] => mon(&format!("balancer {verb}"), &[]),
+        ["balancer", "mode", mode] => mon("balancer mode", &[("mode", Arg::Str(mode))]),
         ["config", "dump"] => mon("config dump", &[]),
         ["config", "get", who, key] => mon(
             "config get",

@@ -6,6 +6,8 @@ use std::future::Future;
 
 pub use crate::ceph::ops::OsdVersions;
 use crate::ceph::ops::{self, OpsError};
+use crate::ceph::parse::pgs::PgBrief;
+use crate::ceph::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
 use crate::ceph::{CephError, Client};
 
 /// Changes the cluster's configuration for all OSDs, through [`crate::ceph::ops`].
@@ -33,6 +35,24 @@ pub trait Actor: Send + Sync + 'static {
     fn set_flag(&self, flag: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph osd unset FLAG`
     fn unset_flag(&self, flag: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
+    /// `ceph pg dump pgs_brief` (the backfill lever).
+    fn pgs_brief(&self) -> impl Future<Output = Result<Vec<PgBrief>, OpsError>> + Send;
+    /// `ceph osd dump`, what the backfill lever needs of it.
+    fn upmap_view(&self) -> impl Future<Output = Result<UpmapView, OpsError>> + Send;
+    /// `ceph balancer status`
+    fn balancer_status(&self) -> impl Future<Output = Result<BalancerStatus, OpsError>> + Send;
+    /// `ceph osd pg-upmap-items PGID FROM TO ...`
+    fn pg_upmap_items(
+        &self,
+        pgid: PgId,
+        items: &[UpmapItem],
+    ) -> impl Future<Output = Result<(), OpsError>> + Send;
+    /// `ceph osd rm-pg-upmap-items PGID`
+    fn rm_pg_upmap_items(&self, pgid: PgId) -> impl Future<Output = Result<(), OpsError>> + Send;
+    /// `ceph balancer on|off`
+    fn balancer_active(&self, on: bool) -> impl Future<Output = Result<(), OpsError>> + Send;
+    /// `ceph balancer mode MODE`
+    fn balancer_mode(&self, mode: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
 }
 
 pub struct CephActor<C> {
@@ -85,6 +105,81 @@ impl<C: Client> Actor for CephActor<C> {
     async fn unset_flag(&self, flag: &str) -> Result<(), OpsError> {
         ops::osd_unset_flag(&self.client, flag).await
     }
+
+    async fn pgs_brief(&self) -> Result<Vec<PgBrief>, OpsError> {
+        ops::pgs_brief(&self.client).await
+    }
+
+    async fn upmap_view(&self) -> Result<UpmapView, OpsError> {
+        ops::upmap_view(&self.client).await
+    }
+
+    async fn balancer_status(&self) -> Result<BalancerStatus, OpsError> {
+        ops::balancer_status(&self.client).await
+    }
+
+    async fn pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
+        ops::pg_upmap_items_set(&self.client, pgid, items).await
+    }
+
+    async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
+        ops::pg_upmap_items_rm(&self.client, pgid).await
+    }
+
+    async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
+        ops::balancer_set_active(&self.client, on).await
+    }
+
+    async fn balancer_mode(&self, mode: &str) -> Result<(), OpsError> {
+        ops::balancer_mode(&self.client, mode).await
+    }
+}
+
+/// A cluster for the backfill lever in [`FakeActor`]: the PGs, the OSD map and the balancer,
+/// changed by the lever's commands as Ceph changes them (a held PG is active+clean with up =
+/// acting; released, it waits for backfill again).
+#[derive(Debug, Clone, Default)]
+pub struct FakeUpmap {
+    pub pgs: Vec<PgBrief>,
+    pub map: UpmapView,
+    pub balancer: Option<BalancerStatus>,
+    /// Each held PG as it was before (to put back when released).
+    pub before: std::collections::BTreeMap<PgId, PgBrief>,
+}
+
+impl FakeUpmap {
+    pub fn hold(&mut self, pgid: PgId, items: &[UpmapItem]) {
+        self.map.pg_upmap_items.insert(pgid, items.to_vec());
+        let id = pgid.to_string();
+        if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == id) {
+            self.before.entry(pgid).or_insert_with(|| pg.clone());
+            pg.state = "active+clean".to_string();
+            pg.up = pg.acting.clone();
+        }
+        self.map.epoch += 1;
+    }
+
+    pub fn release(&mut self, pgid: PgId) {
+        self.map.pg_upmap_items.remove(&pgid);
+        let id = pgid.to_string();
+        if let Some(before) = self.before.remove(&pgid) {
+            if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == id) {
+                *pg = PgBrief {
+                    state: "active+remapped+backfill_wait".to_string(),
+                    ..before
+                };
+            }
+        }
+        self.map.epoch += 1;
+    }
+
+    /// Backfill of `pgid` finished: active+clean where CRUSH wants it.
+    pub fn finish(&mut self, pgid: &str) {
+        if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == pgid) {
+            pg.state = "active+clean".to_string();
+            pg.acting = pg.up.clone();
+        }
+    }
 }
 
 /// Records every command and answers from an in-memory config database; for tests.
@@ -112,11 +207,34 @@ pub struct FakeActor {
     pub refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// What `ceph versions` answers; None: the lab's (16.2.15 pacific on 4 OSDs).
     pub versions: std::sync::Arc<std::sync::Mutex<Option<Result<OsdVersions, String>>>>,
+    /// The PGs, OSD map and balancer the backfill lever sees; None: its reads fail.
+    pub upmap: std::sync::Arc<std::sync::Mutex<Option<FakeUpmap>>>,
 }
 
 impl FakeActor {
     pub fn commands(&self) -> Vec<String> {
         self.commands.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    /// The backfill lever's cluster now.
+    pub fn upmap_now(&self) -> Option<FakeUpmap> {
+        self.upmap.lock().ok().and_then(|u| u.clone())
+    }
+    fn with_upmap<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut FakeUpmap) -> T,
+    ) -> Result<T, OpsError> {
+        let mut guard = self
+            .upmap
+            .lock()
+            .map_err(|_| injected_with(what, "poisoned"))?;
+        match guard.as_mut() {
+            Some(u) => Ok(f(u)),
+            None => Err(injected_with(
+                what,
+                "Error ENOTSUP: no upmap cluster in this fake",
+            )),
+        }
     }
     pub fn flags_now(&self) -> BTreeSet<String> {
         self.osd_flags.lock().map(|f| f.clone()).unwrap_or_default()
@@ -291,6 +409,70 @@ impl Actor for FakeActor {
         }
         self.flag_by_hand(flag, false);
         Ok(())
+    }
+
+    async fn pgs_brief(&self) -> Result<Vec<PgBrief>, OpsError> {
+        self.with_upmap("pg dump pgs_brief", |u| u.pgs.clone())
+    }
+
+    async fn upmap_view(&self) -> Result<UpmapView, OpsError> {
+        self.with_upmap("osd dump", |u| u.map.clone())
+    }
+
+    async fn balancer_status(&self) -> Result<BalancerStatus, OpsError> {
+        self.with_upmap("balancer status", |u| u.balancer.clone())?
+            .ok_or_else(|| injected("balancer status"))
+    }
+
+    async fn pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
+        let what = format!(
+            "osd pg-upmap-items {pgid} {}",
+            items
+                .iter()
+                .map(|i| format!("{} {}", i.from, i.to))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        self.log(what.clone());
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
+        if self.should_fail() {
+            return Err(injected(&what));
+        }
+        self.with_upmap(&what, |u| u.hold(pgid, items))
+    }
+
+    async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
+        let what = format!("osd rm-pg-upmap-items {pgid}");
+        self.log(what.clone());
+        if let Some(e) = self.refusal(&what) {
+            return Err(e);
+        }
+        if self.should_fail() {
+            return Err(injected(&what));
+        }
+        self.with_upmap(&what, |u| u.release(pgid))
+    }
+
+    async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
+        let what = format!("balancer {}", if on { "on" } else { "off" });
+        self.log(what.clone());
+        self.with_upmap(&what, |u| {
+            if let Some(b) = u.balancer.as_mut() {
+                b.active = on;
+            }
+        })
+    }
+
+    async fn balancer_mode(&self, mode: &str) -> Result<(), OpsError> {
+        let what = format!("balancer mode {mode}");
+        self.log(what.clone());
+        self.with_upmap(&what, |u| {
+            if let Some(b) = u.balancer.as_mut() {
+                b.mode = mode.to_string();
+            }
+        })
     }
 }
 

@@ -114,13 +114,13 @@ fn the_share_that_held_is_remembered_and_the_next_recovery_starts_there_even_aft
     // p99 within the bound under the pause for a few periods: that share held.
     sim.run(&pacific_rebalance(30.0), 5 * 60);
     let held = sim.state.memory.held.clone().expect("remembered");
-    assert_eq!(held.rung, 3);
+    assert_eq!(held.rung, 4);
     let held_share = held.share.expect("a share");
     assert!(held_share >= 0.3, "{held:?}");
     // Recovery ends; everything is restored; the memory stays.
     sim.run(&finished(), 10 * 60);
     assert!(sim.state.ladder.pause.is_none());
-    assert_eq!(sim.state.memory.held.as_ref().map(|h| h.rung), Some(3));
+    assert_eq!(sim.state.memory.held.as_ref().map(|h| h.rung), Some(4));
 
     // A restart: the state comes back from its stored form.
     let bytes = sim.state.to_bytes().expect("serialize");
@@ -150,15 +150,16 @@ fn a_memory_of_the_pause_skips_the_settle_time_of_lower_rungs() {
     let mut sim = Sim::new(p);
     sim.state.memory.held = Some(Held {
         at: sim.now - 86_400.0,
-        rung: 3,
+        rung: 4,
         share: Some(0.5),
+        n: None,
     });
     let took = seconds_to_pause(&mut sim, &recovering(90.0), 900).expect("paused");
     assert!(took <= 90.0, "{took}: the settle time of 5m was waited");
     let skip = messages(&sim, "LADDER_SKIP");
     assert!(
         skip.iter()
-            .any(|m| m.contains("the last recovery of this cluster needed rung 3")),
+            .any(|m| m.contains("the last recovery of this cluster needed rung 4")),
         "{skip:?}"
     );
 }
@@ -191,7 +192,7 @@ fn a_lever_that_made_p99_worse_is_not_used_again_on_this_cluster_for_30_days() {
     sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60 + 30);
     let kinds: Vec<ActionKind> = sim.actions[before..].iter().map(|(_, a)| a.kind).collect();
     assert_eq!(kinds, [ActionKind::Throttle], "no rung 2: {kinds:?}");
-    assert_eq!(sim.state.ladder.rung, 3);
+    assert_eq!(sim.state.ladder.rung, 4);
     let skip = messages(&sim, "LADDER_SKIP");
     assert!(
         skip.iter().any(|m| m.starts_with(
@@ -256,7 +257,7 @@ fn each_move_is_followed_one_window_later_by_the_p99_it_produced() {
     let effect = messages(&sim, "EFFECT");
     assert_eq!(effect.len(), 1, "{effect:?}");
     assert!(
-        effect[0].starts_with("EFFECT of ESCALATE to rung 3 (pause nobackfill+norecover 80% of each 60 s) (1m0s ago): client p99 write over the last 1m 400 ms when decided, 30.0 ms one window later: better, within the bound 32.0 ms"),
+        effect[0].starts_with("EFFECT of ESCALATE to rung 4 (pause nobackfill+norecover 80% of each 60 s) (1m0s ago): client p99 write over the last 1m 400 ms when decided, 30.0 ms one window later: better, within the bound 32.0 ms"),
         "{}",
         effect[0]
     );
@@ -272,8 +273,9 @@ fn the_bound_never_applies_while_redundancy_is_at_risk_whatever_the_memory() {
     let mut sim = on_pacific(shipped());
     sim.state.memory.held = Some(Held {
         at: sim.now,
-        rung: 3,
+        rung: 4,
         share: Some(0.8),
+        n: None,
     });
     let obs = Observation {
         osd_profiles: osds("high_client_ops"),

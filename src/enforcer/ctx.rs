@@ -2,8 +2,8 @@
 
 use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::Observation;
-use super::policy::Policy;
-use super::state::EnforcerState;
+use super::policy::{Mode, Policy};
+use super::state::{EnforcerState, Watch};
 use super::types::Time;
 
 /// Context for building records: the policy, the cycle's observation and time.
@@ -77,5 +77,25 @@ impl<'a> Ctx<'a> {
             "{} PGs recovering, {} undersized",
             self.obs.pgs_recovering, self.obs.undersized_pgs
         )
+    }
+}
+
+/// Starts judging a move of the ladder one latency window from now.
+pub(super) fn watch(next: &mut EnforcerState, what: String, now: Time, p99: Option<f64>) {
+    // One judgement per move: a move replaced within the window is judged no more.
+    next.ladder.watch.retain(|w| w.what != what);
+    next.ladder.watch.push(Watch {
+        what,
+        at: now,
+        p99_before: p99,
+    });
+}
+
+/// "(observe mode) would: " before a line of something observe mode only simulates.
+pub(super) fn observe_prefix(policy: &Policy) -> &'static str {
+    if policy.mode == Mode::Enforce {
+        ""
+    } else {
+        "(observe mode) would: "
     }
 }

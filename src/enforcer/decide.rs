@@ -200,12 +200,43 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             effect: Effect::Config(action),
         });
     }
+    let mut next = next;
+    let mut notes = notes;
+    // Rung 3: the PGs held and released this cycle (releases first), or everything back.
+    let ctx = Ctx::new(policy, obs, now);
+    let give_back = lever_give_back(policy, obs, &next, now);
+    effects.extend(super::lever::plan_effect(
+        &ctx, &mut next, &mut notes, give_back,
+    ));
     effects.extend(set_last);
     Decision {
         effects,
         notes,
         next,
     }
+}
+
+/// Whether everything the backfill lever holds goes back now, and why: blind for
+/// `--enforcer.blind-restore-after` (BLIND), a hand change (OVERRIDE), redundancy at risk.
+fn lever_give_back(
+    policy: &Policy,
+    obs: &Observation,
+    next: &EnforcerState,
+    now: Time,
+) -> Option<String> {
+    if obs.stale.is_some() {
+        let blind_for = now - next.blind_since.unwrap_or(now);
+        return (blind_for >= policy.blind_restore_after.as_secs_f64()).then(|| {
+            format!(
+                "BLIND: no fresh data for {}: a lever nobody watches is not kept",
+                fmt_secs(blind_for)
+            )
+        });
+    }
+    if next.overridden {
+        return Some("someone changed what the enforcer set by hand (OVERRIDE): hands off".into());
+    }
+    at_risk(policy, obs).map(|risk| format!("redundancy at risk ({risk}): recovery first"))
 }
 
 /// The state a new run starts from: "below the bound since" from before a restart is not
@@ -549,7 +580,9 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
     }
 
-    let recovering = obs.recovery_active();
+    // Held PGs are active+clean: the recovery is not over while the backfill lever holds any,
+    // or all of them would be released at once and backfill together.
+    let recovering = obs.recovery_active() || state.lever_holds();
     if recovering && !state.recovery_active {
         // A new recovery: a new pause budget. A recovery limit still held (it started again
         // before the restore) stays the rung held, so it can be judged and stepped down.
@@ -621,6 +654,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             &mut notes,
             "someone changed what the enforcer set: hands off",
         );
+        super::lever::end(&mut next, now);
         if !recovering {
             notes.push(ctx.record(DecisionEvent::OverrideEnded,
                 "OVERRIDE ended: recovery finished; the enforcer resumes the policy (the hand-set value stays)".to_string(),
@@ -629,8 +663,10 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                 learned: next.learned,
                 memory: next.memory,
                 changes: next.changes,
-                // Flags it set are still its own to unset, whatever happened to the config.
+                // Flags it set are still its own to unset, whatever happened to the config;
+                // so are the PGs the backfill lever holds.
                 flags_set: next.flags_set,
+                backfill: next.backfill,
                 ..EnforcerState::default()
             };
             next.phase = Phase::Idle;
@@ -658,6 +694,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             ));
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
+        super::lever::end(&mut next, now);
         // What a move produced is no longer a judgement of anything once the recovery ended.
         next.ladder.watch.clear();
         if state.recovery_active {
@@ -699,6 +736,16 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                 &mut notes,
                 &format!("redundancy at risk ({risk}): recovery first"),
             );
+            if next.ladder.lever.is_some() {
+                super::lever::end(&mut next, now);
+                notes.push(ctx.record(
+                    DecisionEvent::BackfillLimit,
+                    format!(
+                        "{}BACKFILL_LIMIT ended: redundancy at risk ({risk}): recovery first; every PG it holds is released",
+                        super::ctx::observe_prefix(policy)
+                    ),
+                ));
+            }
             if let Some(since) = next.breach_since.take() {
                 notes.push(ctx.record(
                     DecisionEvent::BreachEnded,
@@ -1135,7 +1182,7 @@ fn check_applied(
                     ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age),
-                    if rung.starts_with("rung 3") {
+                    if rung.starts_with("rung 4") || rung.starts_with("rung 3") {
                         "the pause share follows p99 period by period".to_string()
                     } else if policy.ladder.max_rung >= 2 {
                         format!(

@@ -7,7 +7,9 @@ use super::event::DecisionRecord;
 use super::state::{ActionKind, EnforcerState};
 use super::types::Time;
 pub use super::types::{Change, Refused};
+use crate::backfill::{BalancerStep, PlannedHold};
 use crate::ceph::ops::OpsError;
+use crate::ceph::parse::upmap::PgId;
 use crate::ceph::CephError;
 
 /// A change of the OSDs' configuration: one step of the policy (throttle, suspend, a rung...).
@@ -153,6 +155,36 @@ pub enum Effect {
     SetFlags { flags: Vec<String>, for_: FlagsFor },
     /// `ceph osd unset FLAG` for each (all are tried).
     UnsetFlags { flags: Vec<String>, for_: FlagsFor },
+    /// The backfill lever (rung 3): `ceph osd rm-pg-upmap-items` of each PG to release (ours
+    /// only), `ceph osd pg-upmap-items` of each to hold (each in the state before it runs), and
+    /// the balancer paused (`balancer off`) or put back as it was. The releases run first.
+    Backfill(BackfillEffect),
+}
+
+/// One step of the backfill lever.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackfillEffect {
+    pub hold: Vec<PlannedHold>,
+    pub release: Vec<PgId>,
+    pub balancer: BalancerStep,
+    /// The cluster (recorded with the first entry) and the OSD map epoch the holds come from.
+    pub fsid: String,
+    pub epoch: u64,
+    /// Why, for the log: "at most 2 PGs backfill at once (rung 3)", "redundancy at risk".
+    pub why: String,
+    /// PGs backfilling (not held) before, and after if Ceph does as planned.
+    pub backfilling: (usize, usize),
+    /// `Some("SHUTDOWN")` etc.: handing back at a lifecycle step.
+    pub lifecycle: Option<&'static str>,
+}
+
+impl BackfillEffect {
+    /// Nothing for Ceph to do.
+    pub fn is_empty(&self) -> bool {
+        self.hold.is_empty()
+            && self.release.is_empty()
+            && matches!(self.balancer, BalancerStep::Nothing)
+    }
 }
 
 /// An effect with what must be on disk before it runs.
@@ -245,6 +277,13 @@ pub enum Outcome {
     Flags {
         set: Vec<FlagResult>,
         unset: Vec<FlagResult>,
+    },
+    /// The backfill lever's commands ran: each release, each hold, then the balancer commands
+    /// (`balancer off`, or `balancer mode M` / `balancer on`), each with its result.
+    Backfill {
+        released: Vec<(PgId, Result<(), CommandError>)>,
+        held: Vec<(PgId, Result<(), CommandError>)>,
+        balancer: Vec<(String, Result<(), CommandError>)>,
     },
 }
 

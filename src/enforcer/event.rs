@@ -47,6 +47,11 @@ decision_events! {
     LadderWait => "LADDER_WAIT",
     PauseEnded => "PAUSE_ENDED",
     PauseShare => "PAUSE_SHARE",
+    /// The backfill lever's N changed (or it ended): at most N PGs backfill at once.
+    BackfillLimit => "BACKFILL_LIMIT",
+    /// The backfill lever held or released PGs (pg-upmap-items), or paused or put back the
+    /// balancer.
+    Backfill => "BACKFILL",
     Breach => "BREACH",
     BreachEnded => "BREACH_ENDED",
     Effective => "EFFECTIVE",

@@ -1,17 +1,19 @@
 //! The escalation ladder above the throttle (issue #7). Rung 1 is the throttle profile (or the
-//! wpq levers); rung 2 a recovery-rate limit stepped down; rung 3 the duty-cycled pause of
-//! [`super::pause`]. Each rung is held for the ladder's settle time and judged by the p99 it
+//! wpq levers); rung 2 a recovery-rate limit stepped down; rung 3 the backfill lever (at most N
+//! PGs backfill at once, [`super::lever`]); rung 4 the duty-cycled pause of [`super::pause`]. Each rung is held for the ladder's settle time and judged by the p99 it
 //! left, up (still above the bound) or down (below `descend_below x bound` for the settle
 //! time), one rung or step at a time. Pure, like `decide`, which calls it.
 
 use std::collections::BTreeMap;
 
-use super::ctx::Ctx;
+use super::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
+use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::Want;
 use super::event::{DecisionEvent, DecisionRecord};
+use super::lever::{self, AtRung};
 use super::observation::{IopsLimit, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
-use super::policy::{Mode, Policy};
+use super::policy::Policy;
 use super::state::{ActionKind, EnforcerState, Held, Hurt, Watch};
 use super::types::{Change, Time};
 use crate::units::{fmt_ms, fmt_secs};
@@ -64,7 +66,11 @@ pub(super) fn pause_entry(policy: &Policy, state: &EnforcerState, p99: f64, boun
 
 /// The pause share that held the bound in the last recovery that needed the pause, and when.
 fn remembered_share(state: &EnforcerState) -> Option<(f64, Time)> {
-    let h = state.memory.held.as_ref().filter(|h| h.rung >= 3)?;
+    let h = state
+        .memory
+        .held
+        .as_ref()
+        .filter(|h| h.rung >= PAUSE_RUNG)?;
     h.share.map(|s| (s, h.at))
 }
 
@@ -138,17 +144,6 @@ pub(super) fn judge_watches(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut
             ),
         ));
     }
-}
-
-/// Starts judging a move of the ladder one latency window from now.
-pub(super) fn watch(next: &mut EnforcerState, what: String, now: Time, p99: Option<f64>) {
-    // One judgement per move: a move replaced within the window is judged no more.
-    next.ladder.watch.retain(|w| w.what != what);
-    next.ladder.watch.push(Watch {
-        what,
-        at: now,
-        p99_before: p99,
-    });
 }
 
 /// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
@@ -278,13 +273,14 @@ pub fn rung_name(
                     .map_or("?".to_string(), |l| l.to_string())
             ),
         },
+        LEVER_RUNG => lever::lever_name(None),
         _ => match share {
             Some(s) => format!(
-                "rung 3 (pause nobackfill+norecover {:.0}% of each {:.0} s)",
+                "rung 4 (pause nobackfill+norecover {:.0}% of each {:.0} s)",
                 s * 100.0,
                 policy.ladder.pause.period
             ),
-            None => "rung 3 (pause nobackfill+norecover)".to_string(),
+            None => "rung 4 (pause nobackfill+norecover)".to_string(),
         },
     }
 }
@@ -325,8 +321,16 @@ pub fn describe(policy: &Policy) -> String {
         ));
     }
     if l.max_rung >= 3 {
+        rungs.push(if l.backfill_lever {
+            "3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items)"
+                .to_string()
+        } else {
+            "3 backfill lever off (--enforcer.backfill-lever off)".to_string()
+        });
+    }
+    if l.max_rung >= 4 {
         rungs.push(format!(
-            "3 pause nobackfill+norecover {:.0}%..{:.0}% of each {:.0} s, at most {} per recovery",
+            "4 pause nobackfill+norecover {:.0}%..{:.0}% of each {:.0} s, at most {} per recovery",
             l.pause.start_share * 100.0,
             l.pause.max_share * 100.0,
             l.pause.period,
@@ -352,16 +356,22 @@ fn up(
 ) -> Option<(u8, usize)> {
     let max = policy.ladder.max_rung;
     let n = if no_limit { 0 } else { steps(policy, q) };
-    let pause = (max >= 3 && !no_pause).then_some((3, step));
+    let pause = (max >= PAUSE_RUNG && !no_pause).then_some((PAUSE_RUNG, step));
+    // The lever is tried when allowed; `lever::enter` says why not (LADDER_SKIP) and the pause
+    // follows.
+    let lever = (max >= LEVER_RUNG && !no_pause)
+        .then_some((LEVER_RUNG, step))
+        .or(pause);
     // OSDs whose op queue is not known (or not the same everywhere): no jump past rung 2.
     if matches!(q, OpQueue::Mixed | OpQueue::Unknown) && rung < 2 {
         return None;
     }
     match rung {
         1 if max >= 2 && n > 0 => Some((2, 0)),
-        1 => pause,
+        1 => lever,
         2 if step + 1 < n => Some((2, step + 1)),
-        2 => pause,
+        2 => lever,
+        LEVER_RUNG => pause,
         _ => None,
     }
 }
@@ -379,8 +389,17 @@ pub(super) fn end_pause(
     };
     let now = ctx.now;
     next.ladder.paused_seconds = ps.paused_so_far(now);
-    next.ladder.acted.remove(&3);
-    if next.ladder.rung >= 3 {
+    next.ladder.acted.remove(&PAUSE_RUNG);
+    if next.ladder.rung >= PAUSE_RUNG && next.ladder.lever.is_some() {
+        // Back to the backfill lever at N = 1, which gets its settle time again.
+        next.ladder.rung = LEVER_RUNG;
+        next.ladder.since = now;
+        next.ladder.below_since = None;
+        if let Some(l) = next.ladder.lever.as_mut() {
+            l.period_start = now;
+            l.at_one_since = Some(now);
+        }
+    } else if next.ladder.rung >= PAUSE_RUNG {
         next.ladder.rung = if next
             .applied
             .as_ref()
@@ -411,15 +430,7 @@ pub(super) fn end_pause(
     ));
 }
 
-fn observe_prefix(policy: &Policy) -> &'static str {
-    if policy.mode == Mode::Enforce {
-        ""
-    } else {
-        "(observe mode) would: "
-    }
-}
-
-/// Rungs 2 and 3, while rung 1 (or more) is held and the bound applies.
+/// Rungs 2, 3 and 4, while rung 1 (or more) is held and the bound applies.
 pub(super) fn climb(
     policy: &Policy,
     ctx: &Ctx<'_>,
@@ -437,6 +448,9 @@ pub(super) fn climb(
     let settle = lp.settle.as_secs_f64();
     // Whatever the suspension policy: never paused while any copy is missing.
     let reduced = obs.undersized_pgs > 0 || !obs.pools_at_min_size.is_empty();
+    if reduced && l.lever.is_some() {
+        lever::end(next, now);
+    }
     if reduced && l.pause.is_some() {
         end_pause(
             ctx,
@@ -449,9 +463,9 @@ pub(super) fn climb(
         );
         return None;
     }
-    if l.rung >= 3 {
+    if l.rung >= PAUSE_RUNG {
         let Some(ps) = l.pause.as_ref() else {
-            next.ladder.rung = 2;
+            next.ladder.rung = if l.lever.is_some() { LEVER_RUNG } else { 2 };
             return None;
         };
         let step = pause_step(
@@ -467,8 +481,9 @@ pub(super) fn climb(
         if let Some(share) = step.held {
             next.memory.held = Some(Held {
                 at: now,
-                rung: 3,
+                rung: PAUSE_RUNG,
                 share: Some(share),
+                n: l.lever.as_ref().map(|l| l.n),
             });
         }
         match step.next {
@@ -504,6 +519,45 @@ pub(super) fn climb(
             }
         }
         return None;
+    }
+    if l.rung == LEVER_RUNG {
+        match lever::at_rung(ctx, next, notes, bound) {
+            AtRung::Stay => return None,
+            AtRung::Ended { why, refused } => {
+                lever::end(next, now);
+                notes.push(ctx.record(
+                    DecisionEvent::BackfillLimit,
+                    format!(
+                        "{}BACKFILL_LIMIT ended: {why}; {}",
+                        observe_prefix(policy),
+                        if refused {
+                            "every PG it holds is released; the pause is next if p99 stays above the bound"
+                        } else {
+                            "every PG it held is released"
+                        }
+                    ),
+                ));
+                return None;
+            }
+            AtRung::Escalate(why) => {
+                let p99 = obs.p99?;
+                if lp.max_rung < PAUSE_RUNG || l.no_pause {
+                    let key = format!("top:{LEVER_RUNG}:{}", l.step);
+                    ctx.note_once(next, notes, key, DecisionEvent::LadderTop, || {
+                        format!(
+                            "{why}; no stronger rung ({}): holding it",
+                            if l.no_pause {
+                                "the pause was ended by hand in this recovery".to_string()
+                            } else {
+                                format!("--enforcer.max-rung is {}", lp.max_rung)
+                            }
+                        )
+                    });
+                    return None;
+                }
+                return enter_pause(policy, ctx, state, next, notes, (p99, bound), &why);
+            }
+        }
     }
     let name = rung_name(policy, q, l.rung, l.step, None);
     // An OSD that now runs another release (an upgrade under way) must not keep an IOPS limit.
@@ -541,7 +595,11 @@ pub(super) fn climb(
                     "{}{name} is not given {}: the last recovery of this cluster needed {} to hold the bound ({})",
                     observe_prefix(policy),
                     fmt_secs(settle),
-                    rung_name(policy, q, h.rung, 0, h.share),
+                    if h.rung == LEVER_RUNG {
+                        lever::lever_name(h.n)
+                    } else {
+                        rung_name(policy, q, h.rung, 0, h.share)
+                    },
                     crate::units::fmt_when(h.at, now)
                 )
             });
@@ -609,86 +667,88 @@ pub(super) fn climb(
                 }
                 None
             }
-            Some((3, _)) => {
-                if l.paused_seconds >= lp.pause.max_total {
-                    if next.noted.insert("pause_budget".into()) {
-                        notes.push(ctx.record(DecisionEvent::LadderTop,
-                            format!(
-                                "{name} left {} > bound {}; the pause budget of {} per recovery is used up: holding {name}",
-                                ctx.p99(p99),
-                                fmt_ms(bound),
-                                fmt_secs(lp.pause.max_total)
-                            ),
-                        ));
-                    }
-                    return None;
-                }
+            Some((to_rung @ (LEVER_RUNG | PAUSE_RUNG), _)) => {
                 // A recovery limit that made p99 worse is taken back on the way up: the pause
                 // then works with recovery at the throttle profile's pace (measured on the lab:
                 // the custom limit raised p99 from 328 ms to 810 ms).
                 if let Some(before) = l.entered_p99.filter(|b| l.rung == 2 && p99 > b * WORSE) {
-                    next.ladder.limit_hurt = true;
-                    next.memory.hurt.insert(
-                        lever_key(q).to_string(),
-                        Hurt {
-                            at: now,
-                            what: name.clone(),
-                            p99_before: before,
-                            p99_after: p99,
-                        },
-                    );
-                    let share = pause_entry(policy, state, p99, bound);
-                    next.ladder.entry_share = Some(share);
-                    let mut w = Want::new(
-                        ActionKind::Escalate,
-                        down_to_rung1(policy, state, obs),
-                        format!(
-                            "{name} made client p99 write worse ({} over the last {} after {}, {} when it was set; bound {}): taken back, and not used on this cluster for 30 days (remembered); escalating to {}{}",
-                            fmt_ms(p99),
-                            crate::units::fmt_window(policy.latency_window.as_secs_f64()),
-                            fmt_secs(held),
-                            fmt_ms(before),
-                            fmt_ms(bound),
-                            rung_name(policy, q, 3, l.step, Some(share)),
-                            entry_why(policy, state, now, (p99, bound), share)
-                        ),
-                    );
-                    w.rung = Some((3, 0));
-                    return Some(w);
+                    if l.paused_seconds < lp.pause.max_total && lp.max_rung >= PAUSE_RUNG {
+                        next.ladder.limit_hurt = true;
+                        next.memory.hurt.insert(
+                            lever_key(q).to_string(),
+                            Hurt {
+                                at: now,
+                                what: name.clone(),
+                                p99_before: before,
+                                p99_after: p99,
+                            },
+                        );
+                        let share = pause_entry(policy, state, p99, bound);
+                        next.ladder.entry_share = Some(share);
+                        let mut w = Want::new(
+                            ActionKind::Escalate,
+                            down_to_rung1(policy, state, obs),
+                            format!(
+                                "{name} made client p99 write worse ({} over the last {} after {}, {} when it was set; bound {}): taken back, and not used on this cluster for 30 days (remembered); escalating to {}{}",
+                                fmt_ms(p99),
+                                crate::units::fmt_window(policy.latency_window.as_secs_f64()),
+                                fmt_secs(held),
+                                fmt_ms(before),
+                                fmt_ms(bound),
+                                rung_name(policy, q, PAUSE_RUNG, l.step, Some(share)),
+                                entry_why(policy, state, now, (p99, bound), share)
+                            ),
+                        );
+                        w.rung = Some((PAUSE_RUNG, 0));
+                        return Some(w);
+                    }
                 }
-                let share = pause_entry(policy, state, p99, bound);
-                let mut ps = PauseState::start_at(&lp.pause, now, share);
-                ps.paused_total = l.paused_seconds;
-                let first = pause_step(
-                    &lp.pause,
-                    &ps,
-                    &PauseInput {
-                        now,
-                        p99: Some(p99),
-                        bound,
-                        window: policy.latency_window.as_secs_f64(),
-                    },
+                let from = format!(
+                    "{name} left {} > bound {} after {}",
+                    ctx.p99(p99),
+                    fmt_ms(bound),
+                    fmt_secs(held)
                 );
-                next.ladder.rung = 3;
-                next.ladder.entered(3, now, Some(p99), false);
-                next.ladder.since = now;
-                next.ladder.below_since = None;
-                next.ladder.top = 3;
-                next.ladder.pause = first.next.or(Some(ps));
-                let to = rung_name(policy, q, 3, l.step, Some(share));
-                notes.push(ctx.record(
-                    DecisionEvent::Escalate,
-                    format!(
-                        "{}ESCALATE: {name} left {} > bound {} after {}; escalating to {to}{}",
-                        observe_prefix(policy),
-                        ctx.p99(p99),
-                        fmt_ms(bound),
-                        fmt_secs(held),
-                        entry_why(policy, state, now, (p99, bound), share)
-                    ),
-                ));
-                watch(next, format!("ESCALATE to {to}"), now, Some(p99));
-                None
+                if to_rung == LEVER_RUNG {
+                    match lever::enter(ctx, state, next, (p99, bound)) {
+                        Ok(n) => {
+                            let to = lever::lever_name(Some(n));
+                            notes.push(ctx.record(
+                                DecisionEvent::Escalate,
+                                format!(
+                                    "{}ESCALATE: {from}; escalating to {to}{}: PGs above {n} are held where their data is (pg-upmap-items), released as p99 allows",
+                                    observe_prefix(policy),
+                                    lever::entry_why(state, ctx, p99, bound)
+                                ),
+                            ));
+                            watch(next, format!("ESCALATE to {to}"), now, Some(p99));
+                            return None;
+                        }
+                        Err(why) => {
+                            let then = if lp.max_rung >= PAUSE_RUNG {
+                                "the ladder goes on to the pause (rung 4)"
+                            } else {
+                                "no stronger rung (--enforcer.max-rung 3)"
+                            };
+                            ctx.note_once(
+                                next,
+                                notes,
+                                format!("lever_skip:{why}"),
+                                DecisionEvent::LadderSkip,
+                                || {
+                                    format!(
+                                        "{}rung 3 (backfill lever) skipped: {why}; {then}",
+                                        observe_prefix(policy)
+                                    )
+                                },
+                            );
+                            if lp.max_rung < PAUSE_RUNG {
+                                return None;
+                            }
+                        }
+                    }
+                }
+                enter_pause(policy, ctx, state, next, notes, (p99, bound), &from)
             }
             Some((rung, step)) => {
                 let (values, push) = rung2_values(policy, q, step)?;
@@ -741,6 +801,71 @@ pub(super) fn climb(
         next.ladder.below_since = None;
         None
     }
+}
+
+/// Enters the pause (rung 4) at a share from the breach and the memory; `from`: the rung it
+/// comes from and why, for the ESCALATE line. The backfill lever's holds (N = 1) stay.
+fn enter_pause(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    notes: &mut DecisionNotes,
+    (p99, bound): (f64, f64),
+    from: &str,
+) -> Option<Want> {
+    let lp = &policy.ladder;
+    let now = ctx.now;
+    let l = next.ladder.clone();
+    if l.paused_seconds >= lp.pause.max_total {
+        if next.noted.insert("pause_budget".into()) {
+            notes.push(ctx.record(
+                DecisionEvent::LadderTop,
+                format!(
+                    "{from}; the pause budget of {} per recovery is used up: holding it",
+                    fmt_secs(lp.pause.max_total)
+                ),
+            ));
+        }
+        return None;
+    }
+    let share = pause_entry(policy, state, p99, bound);
+    let mut ps = PauseState::start_at(&lp.pause, now, share);
+    ps.paused_total = l.paused_seconds;
+    let first = pause_step(
+        &lp.pause,
+        &ps,
+        &PauseInput {
+            now,
+            p99: Some(p99),
+            bound,
+            window: policy.latency_window.as_secs_f64(),
+        },
+    );
+    next.ladder.rung = PAUSE_RUNG;
+    next.ladder.entered(PAUSE_RUNG, now, Some(p99), false);
+    next.ladder.since = now;
+    next.ladder.below_since = None;
+    next.ladder.top = PAUSE_RUNG;
+    next.ladder.pause = first.next.or(Some(ps));
+    let to = rung_name(policy, &ctx.obs.op_queue, PAUSE_RUNG, l.step, Some(share));
+    let kept = match &l.lever {
+        Some(lv) => format!(
+            "; the backfill lever's holds stay (at most {} PGs backfilling at once)",
+            lv.n
+        ),
+        None => String::new(),
+    };
+    notes.push(ctx.record(
+        DecisionEvent::Escalate,
+        format!(
+            "{}ESCALATE: {from}; escalating to {to}{}{kept}",
+            observe_prefix(policy),
+            entry_why(policy, state, now, (p99, bound), share)
+        ),
+    ));
+    watch(next, format!("ESCALATE to {to}"), now, Some(p99));
+    None
 }
 
 /// From rung 2 back to rung 1: the throttle's values, and rung 2's keys back to the operator's.

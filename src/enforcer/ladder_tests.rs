@@ -33,7 +33,7 @@ pub(super) fn paused(sim: &Sim) -> bool {
 /// Throttle after 15 minutes, then a stronger rung every 5 minutes up to the pause.
 fn climb_to_pause(sim: &mut Sim, p99_ms: f64) {
     sim.run(&recovering(p99_ms), 15 * 60 + 15 + 4 * 5 * 60);
-    assert_eq!(sim.state.ladder.rung, 3, "{:?}", sim.state.ladder);
+    assert_eq!(sim.state.ladder.rung, 4, "{:?}", sim.state.ladder);
 }
 
 #[test]
@@ -88,8 +88,8 @@ fn the_ladder_climbs_one_rung_at_a_time_each_judged_after_settle_in_numbers() {
 
     // The last step of rung 2 left p99 above the bound too: the pause, with no config change.
     assert!(sim.run(&recovering(350.0), 5 * 60).is_empty());
-    assert_eq!(sim.state.ladder.rung, 3);
-    assert_eq!(sim.state.ladder.top, 3);
+    assert_eq!(sim.state.ladder.rung, 4);
+    assert_eq!(sim.state.ladder.top, 4);
     let esc = sim
         .notes
         .iter()
@@ -97,7 +97,7 @@ fn the_ladder_climbs_one_rung_at_a_time_each_judged_after_settle_in_numbers() {
         .expect("escalate note");
     assert_eq!(
         esc.message,
-        "ESCALATE: rung 2 (custom profile, recovery limit 100 IOPS per OSD) left client p99 write 350 ms over the last 5m > bound 32.0 ms after 5m0s; escalating to rung 3 (pause nobackfill+norecover 80% of each 60 s) (p99 10.9x the bound: 80% instead of 30%)"
+        "ESCALATE: rung 2 (custom profile, recovery limit 100 IOPS per OSD) left client p99 write 350 ms over the last 5m > bound 32.0 ms after 5m0s; escalating to rung 4 (pause nobackfill+norecover 80% of each 60 s) (p99 10.9x the bound: 80% instead of 30%)"
     );
 }
 
@@ -422,7 +422,7 @@ fn observe_mode_shows_the_whole_ladder_it_would_climb() {
         .notes
         .iter()
         .any(|n| n.message.starts_with("(observe mode) would: ESCALATE:")
-            && n.message.contains("rung 3 (pause")));
+            && n.message.contains("rung 4 (pause")));
     assert!(sim.state.applied.as_ref().is_some_and(|a| a.simulated));
     assert!(sim.state.flags_set.is_empty());
 }
@@ -532,11 +532,11 @@ fn a_recovery_limit_that_made_p99_worse_is_taken_back_on_the_way_to_the_pause() 
         ]
     );
     assert!(
-        actions[0].reason.starts_with("rung 2 (custom profile, recovery limit 100 IOPS per OSD) made client p99 write worse (810 ms over the last 5m after 5m0s, 328 ms when it was set; bound 32.0 ms): taken back, and not used on this cluster for 30 days (remembered); escalating to rung 3"),
+        actions[0].reason.starts_with("rung 2 (custom profile, recovery limit 100 IOPS per OSD) made client p99 write worse (810 ms over the last 5m after 5m0s, 328 ms when it was set; bound 32.0 ms): taken back, and not used on this cluster for 30 days (remembered); escalating to rung 4"),
         "{}",
         actions[0].reason
     );
-    assert_eq!(sim.state.ladder.rung, 3);
+    assert_eq!(sim.state.ladder.rung, 4);
     assert!(sim.state.ladder.pause.is_some());
     assert!(sim.state.ladder.limit_hurt);
     // The pause runs; when it is over the ladder is back on rung 1 and does not try the limit
@@ -575,7 +575,7 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
     };
     let actions = sim.run(&obs, 15 * 60 + 15 + 5 * 60);
     assert_eq!(kinds(&actions), vec![ActionKind::Throttle]);
-    assert_eq!(sim.state.ladder.rung, 3, "{:?}", sim.state.ladder);
+    assert_eq!(sim.state.ladder.rung, 4, "{:?}", sim.state.ladder);
     // Nothing of rung 2 was written.
     assert!(sim
         .actions
@@ -583,9 +583,11 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
         .flat_map(|(_, a)| &a.changes)
         .all(|c| c.key != MCLOCK_RECOVERY_LIM && c.key != MCLOCK_RECOVERY_RES));
     let skips: Vec<&str> = messages(&sim, "LADDER_SKIP");
+    // Rung 3 needs the PG states, which this observation has none of: the pause follows.
     assert_eq!(
         skips,
-        ["rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity"]
+        ["rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
+         "rung 3 (backfill lever) skipped: cannot see which PGs backfill (the PG states and the OSD map were not read); the ladder goes on to the pause (rung 4)"]
     );
     let esc = sim
         .notes
@@ -597,7 +599,7 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
             .starts_with("ESCALATE: rung 1 (high_client_ops) left client p99 write 350 ms")
             && esc
                 .message
-                .ends_with("escalating to rung 3 (pause nobackfill+norecover 80% of each 60 s) (p99 10.9x the bound: 80% instead of 30%)"),
+                .ends_with("escalating to rung 4 (pause nobackfill+norecover 80% of each 60 s) (p99 10.9x the bound: 80% instead of 30%)"),
         "{}",
         esc.message
     );
@@ -611,10 +613,12 @@ fn an_unreadable_version_skips_the_limit_like_another_release() {
         ..recovering(350.0)
     };
     sim.run(&obs, 15 * 60 + 15 + 5 * 60);
-    assert_eq!(sim.state.ladder.rung, 3);
+    assert_eq!(sim.state.ladder.rung, 4);
     let skip = messages(&sim, "LADDER_SKIP");
     assert!(
-        skip.len() == 1 && skip[0].contains("4 OSDs run something"),
+        skip.len() == 2
+            && skip[0].contains("4 OSDs run something")
+            && skip[1].starts_with("rung 3 (backfill lever) skipped"),
         "{skip:?}"
     );
 }
@@ -689,7 +693,7 @@ fn an_upgrade_under_way_takes_the_limit_back_and_the_ladder_goes_on_without_it()
     assert_eq!(sim.state.ladder.rung, 1);
     // Still above the bound after the settle time: the pause, and no second try of the limit.
     sim.run(&upgraded, 5 * 60);
-    assert_eq!(sim.state.ladder.rung, 3);
+    assert_eq!(sim.state.ladder.rung, 4);
     assert!(
         sim.actions
             .iter()

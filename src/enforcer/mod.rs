@@ -9,10 +9,11 @@
 //! The loop itself only reads, runs effects, logs and writes the state file.
 //!
 //! Modules import only those listed before them, so none imports one that imports it back:
-//! types, pause, policy, observation, event; state; effect; ctx; ladder, flags, baseline,
-//! unowned; decide, outcome; view, actor; the loop here.
+//! types, pause, backfill_limit, policy, observation, event; state; effect; ctx; lever; ladder,
+//! flags, baseline, unowned; decide, outcome; view, actor; the loop here.
 
 pub mod actor;
+pub mod backfill_limit;
 pub mod baseline;
 mod ctx;
 pub mod decide;
@@ -20,6 +21,7 @@ pub mod effect;
 pub mod event;
 pub mod flags;
 pub mod ladder;
+pub mod lever;
 pub mod observation;
 pub mod outcome;
 pub mod pause;
@@ -33,6 +35,8 @@ pub mod view;
 mod controller_tests;
 #[cfg(test)]
 mod ladder_tests;
+#[cfg(test)]
+mod lever_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -473,6 +477,67 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
         }
+        if self.lever_reads(obs) {
+            obs.backfill = Some(self.read_backfill().await);
+        }
+    }
+
+    /// Whether the backfill lever needs its view this cycle: it may be entered soon (recovery,
+    /// rung 1 or more), it is in force, or it holds something.
+    fn lever_reads(&self, obs: &Observation) -> bool {
+        let l = &self.policy.ladder;
+        let may_enter = l.backfill_lever
+            && l.max_rung >= backfill_limit::LEVER_RUNG
+            && obs.stale.is_none()
+            && obs.recovery_active()
+            && self.state.ladder.rung >= 1;
+        may_enter || self.state.ladder.lever.is_some() || self.state.lever_holds()
+    }
+
+    /// `pg dump pgs_brief`, `osd dump` and `balancer status`, for the backfill lever.
+    async fn read_backfill(&self) -> Result<observation::BackfillView, String> {
+        let pgs = self
+            .actor
+            .pgs_brief()
+            .await
+            .map_err(|e| format!("cannot read the PG states (ceph pg dump pgs_brief): {e}"))?;
+        let map = self
+            .actor
+            .upmap_view()
+            .await
+            .map_err(|e| format!("cannot read the OSD map (ceph osd dump): {e}"))?;
+        let balancer = self
+            .actor
+            .balancer_status()
+            .await
+            .map_err(|e| format!("ceph balancer status: {e}"));
+        Ok(observation::BackfillView { pgs, map, balancer })
+    }
+
+    /// START, TAKEOVER and SHUTDOWN: every PG the state says the backfill lever holds is
+    /// released (ours only) and the balancer put back, from a fresh read of the cluster.
+    async fn give_back_holds(&mut self, when: &'static str) {
+        if self.state.backfill.is_empty() {
+            return;
+        }
+        let view = match self.read_backfill().await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(target: "decision", "{when}: the backfill lever holds {} PGs and {e}; they stay held (the state keeps them for the next start). By hand: ceph-recovery-budget backfill release, or ceph osd rm-pg-upmap-items PGID for each of {}", self.state.backfill.held.len(), self.state.backfill.held.keys().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+                return;
+            }
+        };
+        let (next, planned, lines) = lever::give_back(&self.policy, &self.state, &view, when);
+        for m in &lines {
+            tracing::warn!(target: "decision", "{m}");
+        }
+        self.state = next;
+        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+        let now = self.clock.now();
+        if let Some(p) = planned {
+            self.execute(p, &obs, now).await;
+        }
+        let _ = self.persist(when).await;
     }
 
     fn lever_keys(&self) -> Vec<String> {
@@ -652,6 +717,61 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     unset,
                 }
             }
+            Effect::Backfill(b) => self.run_backfill(b).await,
+        }
+    }
+
+    /// The lever's commands: releases first (they never need the balancer paused), then the
+    /// balancer paused before any hold (it removes upmap entries), then the holds; the
+    /// balancer is put back last, once nothing is held.
+    async fn run_backfill(&self, b: &effect::BackfillEffect) -> Outcome {
+        use crate::backfill::BalancerStep;
+        let mut released = Vec::new();
+        for id in &b.release {
+            let r = self.actor.rm_pg_upmap_items(*id).await;
+            released.push((*id, r.map_err(CommandError::from)));
+        }
+        let mut balancer = Vec::new();
+        let mut held = Vec::new();
+        if let BalancerStep::Pause { .. } = &b.balancer {
+            let r = self.actor.balancer_active(false).await;
+            let ok = r.is_ok();
+            balancer.push(("balancer off".to_string(), r.map_err(CommandError::from)));
+            if !ok {
+                // No hold while the balancer may remove it.
+                return Outcome::Backfill {
+                    released,
+                    held,
+                    balancer,
+                };
+            }
+        }
+        for h in &b.hold {
+            let r = self.actor.pg_upmap_items(h.pgid, &h.items).await;
+            held.push((h.pgid, r.map_err(CommandError::from)));
+        }
+        if let BalancerStep::Restore {
+            to,
+            set_mode,
+            turn_on,
+        } = &b.balancer
+        {
+            if *set_mode {
+                let r = self.actor.balancer_mode(&to.mode).await;
+                balancer.push((
+                    format!("balancer mode {}", to.mode),
+                    r.map_err(CommandError::from),
+                ));
+            }
+            if *turn_on && balancer.iter().all(|(_, r)| r.is_ok()) {
+                let r = self.actor.balancer_active(true).await;
+                balancer.push(("balancer on".to_string(), r.map_err(CommandError::from)));
+            }
+        }
+        Outcome::Backfill {
+            released,
+            held,
+            balancer,
         }
     }
 
@@ -809,6 +929,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.memory_loaded = Some(link_term);
         self.state.holding = None;
         self.clear_own_flags("TAKEOVER").await;
+        self.give_back_holds("TAKEOVER").await;
         self.state = decide::at_start(std::mem::take(&mut self.state));
         self.name_unowned().await;
         Ok(())
@@ -944,6 +1065,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             // A pause the last run left behind never outlives it; "below the bound since" from
             // before a restart is not evidence for going down now. (With a lease: at takeover.)
             self.clear_own_flags("START").await;
+            self.give_back_holds("START").await;
             self.state = decide::at_start(std::mem::take(&mut self.state));
             self.name_unowned().await;
         }
@@ -1031,6 +1153,14 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     tracing::warn!(target: "decision", "{WHEN}: reading the configured values took over {}; judging hand changes by the last cycle's", fmt_secs((limit / 4).as_secs_f64()))
                 }
             }
+        }
+        // The backfill lever's holds first, whatever --enforcer.on-exit says: held PGs nobody
+        // releases would never backfill.
+        if tokio::time::timeout_at(deadline, self.give_back_holds(WHEN))
+            .await
+            .is_err()
+        {
+            tracing::error!(target: "decision", "{WHEN}: the PGs the backfill lever holds were not all released in time (--enforcer.exit-timeout {}): {}; the state keeps them for the next start. Run by hand: ceph-recovery-budget backfill release, or ceph osd rm-pg-upmap-items PGID for each", fmt_secs(limit.as_secs_f64()), self.state.backfill.held.keys().map(ToString::to_string).collect::<Vec<_>>().join(", "));
         }
         let now = self.clock.now();
         let (decision, lines) = decide::on_exit(&self.policy, &obs, &self.state, now);
@@ -1120,6 +1250,12 @@ fn summarize(state: &EnforcerState) -> String {
             flags.join(", ")
         ));
     }
+    if !state.backfill.held.is_empty() {
+        parts.push(format!(
+            "{} PGs held by the backfill lever (pg-upmap-items)",
+            state.backfill.held.len()
+        ));
+    }
     if state.ladder.paused_seconds > 0.0 {
         parts.push(format!(
             "paused {} in {}",
@@ -1147,6 +1283,14 @@ fn describe_left(effect: &Effect) -> String {
             .replace("removed ", "remove "),
         Effect::UnsetFlags { flags, .. } => format!("unset {}", flags.join(", ")),
         Effect::SetFlags { flags, .. } => format!("set {}", flags.join(", ")),
+        Effect::Backfill(b) => format!(
+            "release the PGs the backfill lever holds ({}) and put the balancer back",
+            b.release
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

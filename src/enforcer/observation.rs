@@ -67,6 +67,29 @@ pub struct Observation {
     /// How many OSDs run each version (`ceph versions`), or why it is not known. Read only
     /// when rung 2 under mClock may come next.
     pub osd_versions: Result<Vec<(OsdVersion, u64)>, String>,
+    /// What the backfill lever sees (`pg dump pgs_brief`, `osd dump`, `balancer status`): read
+    /// only while it may act or holds something; `None`: not read this cycle, `Err`: why not.
+    #[serde(skip)]
+    pub backfill: Option<Result<BackfillView, String>>,
+}
+
+/// The backfill lever's view of the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackfillView {
+    pub pgs: Vec<crate::ceph::parse::pgs::PgBrief>,
+    pub map: crate::ceph::parse::upmap::UpmapView,
+    /// `ceph balancer status` (an mgr command: the mgr may not answer while the mon does).
+    pub balancer: Result<crate::ceph::parse::upmap::BalancerStatus, String>,
+}
+
+impl BackfillView {
+    /// PGs that wait for or do backfill (held PGs are active+clean: not counted).
+    pub fn backfilling(&self) -> usize {
+        self.pgs
+            .iter()
+            .filter(|p| crate::backfill::plan::backfills(p))
+            .count()
+    }
 }
 
 /// Whether rung 2's mClock recovery limit may be written: it is a number of IOPS, which only
@@ -147,6 +170,7 @@ impl Observation {
                 ),
                 4,
             )]),
+            backfill: None,
         }
     }
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use super::ctx::Ctx;
 use super::effect::{
-    Action, CommandError, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack, Refused,
+    Action, BackfillEffect, CommandError, Effect, FlagResult, FlagsFor, LogLine, Outcome, ReadBack,
+    Refused,
 };
 use super::event::{DecisionEvent, DecisionRecord};
 use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
@@ -14,6 +15,7 @@ use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry};
 use super::types::Time;
+use crate::backfill::BalancerStep;
 use crate::ceph::caps;
 use crate::units::fmt_secs;
 
@@ -146,12 +148,35 @@ fn first_refusal(results: &[FlagResult]) -> Option<&Refused> {
 /// set, so that whatever happens next a restart clears them. (A config change's originals are
 /// already in `decide`'s next state.)
 pub fn remember_first(mut state: EnforcerState, effect: &Effect) -> EnforcerState {
-    if let Effect::SetFlags {
-        flags,
-        for_: FlagsFor::Pause,
-    } = effect
-    {
-        state.flags_set.extend(flags.iter().cloned());
+    match effect {
+        Effect::SetFlags {
+            flags,
+            for_: FlagsFor::Pause,
+        } => state.flags_set.extend(flags.iter().cloned()),
+        // Every upmap entry the lever adds is in the record before it is added, and the
+        // balancer's state before it is paused.
+        Effect::Backfill(b) => {
+            for h in &b.hold {
+                state.backfill.hold(
+                    &b.fsid,
+                    h.pgid,
+                    h.items.clone(),
+                    b.epoch,
+                    h.up.clone(),
+                    h.acting.clone(),
+                );
+            }
+            if let BalancerStep::Pause {
+                remember: Some(before),
+            } = &b.balancer
+            {
+                state
+                    .backfill
+                    .balancer
+                    .get_or_insert_with(|| before.clone());
+            }
+        }
+        _ => {}
     }
     state
 }
@@ -178,7 +203,226 @@ pub fn apply_outcome(
             flags,
             for_: FlagsFor::Lifecycle(when),
         } => release_outcome(state, flags, when, outcome, now),
+        Effect::Backfill(b) => backfill_outcome(&ctx, state, b, outcome),
     }
+}
+
+/// "2.a, 2.b, 3.4" (at most 8 named).
+fn pg_list(ids: &[crate::ceph::parse::upmap::PgId]) -> String {
+    let mut v: Vec<String> = ids.iter().take(8).map(ToString::to_string).collect();
+    if ids.len() > 8 {
+        v.push(format!("... ({} in all)", ids.len()));
+    }
+    v.join(", ")
+}
+
+/// What the balancer step does, in words.
+fn balancer_words(step: &BalancerStep) -> Option<String> {
+    match step {
+        BalancerStep::Nothing => None,
+        BalancerStep::Pause { .. } => Some(
+            "mgr balancer paused (ceph balancer off: it would remove the entries), put back once nothing is held".to_string(),
+        ),
+        BalancerStep::Restore { to, .. } => Some(format!(
+            "mgr balancer put back as it was ({}, mode {})",
+            if to.active { "on" } else { "off" },
+            to.mode
+        )),
+    }
+}
+
+/// The backfill lever's commands: the record follows what Ceph did. A hold stays recorded
+/// whatever its command answered (a timed-out `pg-upmap-items` may still be applied; the next
+/// cycle's OSD map says, and an entry not there is dropped); a release leaves the record only
+/// once Ceph removed it; the balancer's state before the pause is forgotten only once it is
+/// put back.
+fn backfill_outcome(
+    ctx: &Ctx<'_>,
+    state: EnforcerState,
+    b: &BackfillEffect,
+    outcome: &Outcome,
+) -> AfterEffect {
+    let mut after = AfterEffect::new(state);
+    let held_ids: Vec<_> = b.hold.iter().map(|h| h.pgid).collect();
+    let held_now = |next: &EnforcerState| next.backfill.held.len();
+    let bal = balancer_words(&b.balancer);
+    let prefix = b.lifecycle.map(|w| format!("{w}: ")).unwrap_or_default();
+    match outcome {
+        Outcome::Simulated => {
+            let key = format!("lever_would:{}:{}:{}", b.why, b.hold.len(), b.release.len());
+            if after.next.noted.insert(key) {
+                let mut what = Vec::new();
+                if !b.hold.is_empty() {
+                    what.push(format!(
+                        "held {} PGs ({}) where their data is",
+                        b.hold.len(),
+                        pg_list(&held_ids)
+                    ));
+                }
+                if !b.release.is_empty() {
+                    what.push(format!(
+                        "released {} PGs ({})",
+                        b.release.len(),
+                        pg_list(&b.release)
+                    ));
+                }
+                what.extend(bal);
+                after.records.push(ctx.record(
+                    DecisionEvent::Backfill,
+                    format!(
+                        "(observe mode) BACKFILL: {prefix}would have {}: {}; {} PGs backfill now, {} would; nothing was changed on the cluster",
+                        what.join(", "),
+                        b.why,
+                        b.backfilling.0,
+                        b.backfilling.1
+                    ),
+                ));
+            }
+        }
+        Outcome::NotSaved { why, .. } => {
+            // Nothing was added: the entries remembered first come out again.
+            for id in &held_ids {
+                after.next.backfill.held.remove(id);
+            }
+            if matches!(b.balancer, BalancerStep::Pause { remember: Some(_) })
+                && after.next.backfill.held.is_empty()
+            {
+                after.next.backfill.balancer = None;
+            }
+            after.failed = true;
+            after.records.push(ctx.record(
+                DecisionEvent::ActionFailed,
+                format!(
+                    "FAILED BACKFILL: {prefix}not changing the cluster: {why}; no PG held ({})",
+                    b.why
+                ),
+            ));
+        }
+        Outcome::Backfill {
+            released,
+            held,
+            balancer,
+        } => {
+            let mut failures = Vec::new();
+            // A refusal for lack of a cephx grant: said as such, kept for `status`, and the
+            // lever is not used again in this recovery (retrying cannot help).
+            let refusal = released
+                .iter()
+                .chain(held.iter())
+                .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.refused.clone()))
+                .or_else(|| {
+                    balancer
+                        .iter()
+                        .find_map(|(_, r)| r.as_ref().err().and_then(|e| e.refused.clone()))
+                });
+            track_refusal(&mut after.next, &[], refusal.as_ref(), ctx.now);
+            if let Some(r) = &refusal {
+                failures.push(refused_line(ctx.policy, r));
+                if b.lifecycle.is_none() {
+                    after.next.noted.insert(super::lever::NO_GRANT.to_string());
+                    super::lever::end(&mut after.next, ctx.now);
+                }
+            }
+            let mut released_ok = Vec::new();
+            for (id, r) in released {
+                match r {
+                    Ok(()) => {
+                        after.next.backfill.held.remove(id);
+                        released_ok.push(*id);
+                    }
+                    Err(e) => failures.push(format!(
+                        "ceph osd rm-pg-upmap-items {id}: {e} (still held; tried again next cycle)"
+                    )),
+                }
+            }
+            let mut held_ok = Vec::new();
+            for (id, r) in held {
+                match r {
+                    Ok(()) => held_ok.push(*id),
+                    Err(e) => {
+                        // Refused, or timed out and maybe applied: the next OSD map says (an
+                        // epoch of 0 lets any map drop it when it is not there).
+                        if let Some(h) = after.next.backfill.held.get_mut(id) {
+                            h.epoch = 0;
+                        }
+                        failures.push(format!("ceph osd pg-upmap-items {id}: {e}"))
+                    }
+                }
+            }
+            let balancer_ok = balancer.iter().all(|(_, r)| r.is_ok());
+            for (cmd, r) in balancer {
+                if let Err(e) = r {
+                    failures.push(format!("ceph {cmd}: {e}"));
+                }
+            }
+            if balancer_ok && matches!(b.balancer, BalancerStep::Restore { .. }) {
+                after.next.backfill.balancer = None;
+            }
+            if after.next.backfill.is_empty() {
+                after.next.backfill.fsid = None;
+            }
+            let mut what = Vec::new();
+            if !held_ok.is_empty() {
+                let how: Vec<String> = b
+                    .hold
+                    .iter()
+                    .filter(|h| held_ok.contains(&h.pgid))
+                    .take(3)
+                    .map(|h| {
+                        format!(
+                            "{} ({}) upmap {}",
+                            h.pgid,
+                            h.state,
+                            crate::ceph::parse::upmap::items_text(&h.items)
+                        )
+                    })
+                    .collect();
+                what.push(format!(
+                    "held {} PGs ({}) where their data is, mapped back to their acting OSDs (e.g. {})",
+                    held_ok.len(),
+                    pg_list(&held_ok),
+                    how.join("; ")
+                ));
+            }
+            if !released_ok.is_empty() {
+                what.push(format!(
+                    "released {} PGs ({}): they backfill again",
+                    released_ok.len(),
+                    pg_list(&released_ok)
+                ));
+            }
+            if balancer_ok {
+                what.extend(bal);
+            }
+            if !what.is_empty() {
+                after.records.push(ctx.record(
+                    DecisionEvent::Backfill,
+                    format!(
+                        "BACKFILL: {prefix}{}: {}; {} PGs backfill now, {} held by the enforcer",
+                        what.join(", "),
+                        b.why,
+                        b.backfilling.1,
+                        held_now(&after.next)
+                    ),
+                ));
+            }
+            if !failures.is_empty() {
+                after.failed = true;
+                after.records.push(ctx.record(
+                    DecisionEvent::ActionFailed,
+                    format!("FAILED BACKFILL: {prefix}{}; the state keeps every PG the enforcer may hold", failures.join("; ")),
+                ));
+            }
+            after.persist = Persist::after_logging("after the backfill lever's commands");
+        }
+        _ => {
+            after.failed = true;
+            after
+                .records
+                .push(ctx.record(DecisionEvent::ActionFailed, MISMATCH.to_string()));
+        }
+    }
+    after
 }
 
 /// An outcome that does not belong to the effect (a bug in the loop): a failure, never a success.
@@ -217,7 +461,7 @@ fn config_outcome(
                 (Err(e.clone()), read_back.as_ref())
             }
         }
-        Outcome::Flags { .. } => (Err(MISMATCH.into()), None),
+        Outcome::Flags { .. } | Outcome::Backfill { .. } => (Err(MISMATCH.into()), None),
     };
     let mut rec = ctx.record(action.kind.event(), action.describe());
     rec.changes = action.changes.clone();
@@ -434,7 +678,9 @@ fn pause_outcome(
             });
             (failed, unset)
         }
-        Outcome::Simulated | Outcome::Config { .. } => (Some(MISMATCH.to_string()), &[]),
+        Outcome::Simulated | Outcome::Config { .. } | Outcome::Backfill { .. } => {
+            (Some(MISMATCH.to_string()), &[])
+        }
     };
     let rec = match failed {
         None => flag_record(
@@ -660,7 +906,7 @@ fn apply_result(
                 state.ladder.below_since = None;
                 state.ladder.top = state.ladder.top.max(rung);
                 // Onto the pause together with a config change (a limit taken back).
-                if rung >= 3 && state.ladder.pause.is_none() {
+                if rung >= super::backfill_limit::PAUSE_RUNG && state.ladder.pause.is_none() {
                     let share = state
                         .ladder
                         .entry_share
@@ -723,6 +969,27 @@ pub fn by_hand(effect: &Effect) -> Vec<String> {
             .collect(),
         Effect::SetFlags { flags, .. } => {
             flags.iter().map(|f| format!("ceph osd set {f}")).collect()
+        }
+        Effect::Backfill(b) => {
+            let mut cmds: Vec<String> = b
+                .release
+                .iter()
+                .map(|id| format!("ceph osd rm-pg-upmap-items {id}"))
+                .collect();
+            if let BalancerStep::Restore {
+                to,
+                set_mode,
+                turn_on,
+            } = &b.balancer
+            {
+                if *set_mode {
+                    cmds.push(format!("ceph balancer mode {}", to.mode));
+                }
+                if *turn_on {
+                    cmds.push("ceph balancer on".to_string());
+                }
+            }
+            cmds
         }
     }
 }

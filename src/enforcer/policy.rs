@@ -159,8 +159,11 @@ pub struct Policy {
 /// The escalation ladder above the throttle (issue #7).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LadderPolicy {
-    /// Highest rung the enforcer may climb: 1 throttle only, 2 + recovery limit, 3 + pause.
+    /// Highest rung the enforcer may climb: 1 throttle only, 2 + recovery limit, 3 + backfill
+    /// lever (at most N PGs backfill at once), 4 + duty-cycled pause.
     pub max_rung: u8,
+    /// Rung 3, the backfill lever: off = skipped (LADDER_SKIP), the pause follows rung 2.
+    pub backfill_lever: bool,
     /// How long a rung (or step) is held before its effect is judged, up or down.
     pub settle: Duration,
     /// Rung 2 under mClock: `custom` profile with osd_mclock_scheduler_background_recovery_lim
@@ -177,7 +180,8 @@ pub struct LadderPolicy {
 impl Default for LadderPolicy {
     fn default() -> Self {
         Self {
-            max_rung: 3,
+            max_rung: 4,
+            backfill_lever: true,
             settle: Duration::from_secs(60),
             // Under mClock, Pacific's `custom` profile with a recovery limit made client p99
             // worse in every lab run (docs/enforcer.md, "Defaults"): off unless configured.
@@ -217,6 +221,31 @@ impl Default for Policy {
             on_exit: OnExit::Restore,
             exit_timeout: Duration::from_secs(20),
             blind_restore_after: Duration::from_secs(180),
+        }
+    }
+}
+
+/// `on` or `off` (a setting that is a switch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnOff::On => "on",
+            OnOff::Off => "off",
+        }
+    }
+
+    pub fn from_bool(on: bool) -> Self {
+        if on {
+            OnOff::On
+        } else {
+            OnOff::Off
         }
     }
 }

@@ -5,10 +5,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::backfill_limit::{LeverState, LEVER_RUNG, PAUSE_RUNG};
 use super::event::DecisionEvent;
 use super::pause::PauseState;
 use super::types::Refused;
 pub use super::types::Time;
+use crate::backfill::Record;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -142,12 +144,12 @@ impl Phase {
 }
 
 /// Where the enforcer stands on the escalation ladder (issue #7). Rung 1 is the throttle
-/// (`applied` of kind THROTTLE), rung 2 a recovery-rate limit stepped down, rung 3 the
-/// duty-cycled pause.
+/// (`applied` of kind THROTTLE), rung 2 a recovery-rate limit stepped down, rung 3 the backfill
+/// lever (at most N PGs backfill at once), rung 4 the duty-cycled pause.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct LadderState {
-    /// 0: nothing held; 1: throttle; 2: recovery limit; 3: pause.
+    /// 0: nothing held; 1: throttle; 2: recovery limit; 3: backfill lever; 4: pause.
     pub rung: u8,
     /// Index into the policy's rung-2 steps.
     pub step: usize,
@@ -155,8 +157,10 @@ pub struct LadderState {
     pub since: Time,
     /// Since when p99 has stayed below the lower threshold (hysteresis for going down).
     pub below_since: Option<Time>,
-    /// The pause rung's duty cycle, while on rung 3.
+    /// The pause rung's duty cycle, while on rung 4.
     pub pause: Option<PauseState>,
+    /// The backfill lever's N, while on rung 3 (and kept under the pause, at N = 1).
+    pub lever: Option<LeverState>,
     /// Highest rung reached in this recovery.
     pub top: u8,
     /// Seconds recovery was paused by the enforcer in this recovery (kept after it ends, for
@@ -169,7 +173,7 @@ pub struct LadderState {
     pub entered_p99: Option<f64>,
     /// The recovery limit made p99 worse in this recovery: it was taken back, and is skipped.
     pub limit_hurt: bool,
-    /// For each rung held now (1 throttle, 2 limit, 3 pause): when it was entered and the p99
+    /// For each rung held now (1 throttle, 2 limit, 3 backfill lever, 4 pause): when it was entered and the p99
     /// that led to it, so that `status` shows "p99 then, p99 now" for what is in force.
     pub acted: BTreeMap<u8, Acted>,
     /// The pause share to start at when the pause rung is entered through a config change (a
@@ -215,12 +219,16 @@ pub struct Hurt {
 /// days, with the same judgement.
 pub const HURT_FORGET_AFTER: f64 = 30.0 * 86_400.0;
 
-/// The rung (and pause share) in force the last time a period ended with p99 within the bound.
+/// The rung (and pause share, backfill N) in force the last time a period ended with p99 within
+/// the bound.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Held {
     pub at: Time,
     pub rung: u8,
     pub share: Option<f64>,
+    /// At most this many PGs backfilled at once (the backfill lever, rung 3 or under the pause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<usize>,
 }
 
 impl ClusterMemory {
@@ -326,6 +334,39 @@ pub struct EnforcerState {
     pub deferred: Option<(ActionKind, Time)>,
     /// What the enforcer learned about this cluster (kept across recoveries and restarts).
     pub memory: ClusterMemory,
+    /// The backfill lever's record: every upmap entry it added (in it before it is added,
+    /// removed from it only once removed from the cluster) and the balancer as it was.
+    pub backfill: Record,
+    /// The numbering of the ladder's rungs this state was written with: 0 (missing) is before
+    /// the backfill lever, when the pause was rung 3 (read as rung 4, [`LADDER_VERSION`]).
+    #[serde(default = "LadderVersion::before_lever")]
+    pub ladder_version: LadderVersion,
+}
+
+/// Rungs 1 throttle, 2 limit, 3 backfill lever, 4 pause.
+pub const LADDER_VERSION: u32 = 2;
+
+/// See [`EnforcerState::ladder_version`]: a new state is of this version, and is always written
+/// as such.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct LadderVersion(pub u32);
+
+impl LadderVersion {
+    fn before_lever() -> Self {
+        LadderVersion(0)
+    }
+}
+
+impl Default for LadderVersion {
+    fn default() -> Self {
+        LadderVersion(LADDER_VERSION)
+    }
+}
+
+impl Serialize for LadderVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(LADDER_VERSION)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -377,10 +418,38 @@ impl EnforcerState {
 
     /// The stored form read back from `place` (named in the error).
     pub fn from_bytes(bytes: &[u8], place: &str) -> Result<Self, StateFileError> {
-        serde_json::from_slice(bytes).map_err(|source| StateFileError::Parse {
-            path: place.to_string(),
-            source,
-        })
+        let state: Self =
+            serde_json::from_slice(bytes).map_err(|source| StateFileError::Parse {
+                path: place.to_string(),
+                source,
+            })?;
+        Ok(state.migrated())
+    }
+
+    /// A state written before the backfill lever numbered the pause 3: it is rung 4 now.
+    pub fn migrated(mut self) -> Self {
+        if self.ladder_version.0 < LADDER_VERSION {
+            let up = |r: &mut u8| {
+                if *r >= LEVER_RUNG {
+                    *r = PAUSE_RUNG;
+                }
+            };
+            up(&mut self.ladder.rung);
+            up(&mut self.ladder.top);
+            if let Some(a) = self.ladder.acted.remove(&LEVER_RUNG) {
+                self.ladder.acted.insert(PAUSE_RUNG, a);
+            }
+            if let Some(h) = self.memory.held.as_mut() {
+                up(&mut h.rung);
+            }
+            self.ladder_version = LadderVersion::default();
+        }
+        self
+    }
+
+    /// Entries of the backfill lever still recorded (held, or the balancer paused by it).
+    pub fn lever_holds(&self) -> bool {
+        !self.backfill.is_empty()
     }
 
     /// The part worth persisting changed (notes and phase alone do not need a write).
@@ -396,6 +465,7 @@ impl EnforcerState {
             && self.ladder == other.ladder
             && self.blind_since == other.blind_since
             && self.memory == other.memory
+            && self.backfill == other.backfill
     }
 }
 
@@ -422,6 +492,25 @@ mod tests {
         assert!(!path.with_extension("json.tmp").exists());
         assert_eq!(EnforcerState::load(&path).unwrap(), s);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_state_from_before_the_backfill_lever_reads_its_pause_as_rung_4() {
+        let old = br#"{"ladder": {"rung": 3, "top": 3, "acted": {"3": {"at": 5.0, "p99_seconds": 0.2}},
+            "pause": {"share": 0.5, "period_start": 0.0, "paused": true, "paused_total": 0.0, "paused_at": 1.0}},
+            "memory": {"held": {"at": 1.0, "rung": 3, "share": 0.6}}}"#;
+        let s = EnforcerState::from_bytes(old, "old").unwrap();
+        assert_eq!((s.ladder.rung, s.ladder.top), (4, 4));
+        assert!(s.ladder.acted.contains_key(&4) && !s.ladder.acted.contains_key(&3));
+        assert_eq!(s.memory.held.as_ref().map(|h| h.rung), Some(4));
+        assert!(s.ladder.pause.is_some() && s.ladder.lever.is_none());
+        // Written back with the new numbering: read as it is.
+        let again = EnforcerState::from_bytes(&s.to_bytes().unwrap(), "new").unwrap();
+        assert_eq!(again.ladder.rung, 4);
+        let mut lever = EnforcerState::default();
+        lever.ladder.rung = 3;
+        let again = EnforcerState::from_bytes(&lever.to_bytes().unwrap(), "new").unwrap();
+        assert_eq!(again.ladder.rung, 3, "a new state's rung 3 is the lever");
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub struct EnforcerView {
     /// After the throttle settled: 1 helped, 0 no effect.
     pub throttle_effective: Option<bool>,
     pub next_change_allowed_in_seconds: f64,
-    /// The escalation ladder: rung held (0..3), highest in this recovery.
+    /// The escalation ladder: rung held (0..4), highest in this recovery.
     pub ladder_rung: u8,
     pub ladder_top: u8,
     /// "rung 2 (custom profile, recovery limit 300 IOPS per OSD)"
@@ -73,7 +73,17 @@ pub struct EnforcerView {
     pub action_p99_seconds: Option<f64>,
     /// The rung held is the strongest the enforcer may use now (it said why: LADDER_TOP).
     pub ladder_at_top: bool,
-    /// Share of each pause period the pause rung pauses recovery (0 when not on rung 3).
+    /// The backfill lever (rung 3, kept under the pause): at most this many PGs backfill at once.
+    pub backfill_limit: Option<usize>,
+    /// PGs the enforcer holds with pg-upmap-items (never simulated holds: observe mode holds
+    /// none), and the first few of them.
+    pub backfill_held: usize,
+    pub backfill_held_pgs: Vec<String>,
+    /// PGs waiting for or doing backfill, not held, when last read.
+    pub backfill_backfilling: Option<usize>,
+    /// The mgr balancer paused by the enforcer, as it was before ("on, mode upmap").
+    pub backfill_balancer_paused: Option<String>,
+    /// Share of each pause period the pause rung pauses recovery (0 when not on rung 4).
     pub pause_share: f64,
     /// The enforcer's nobackfill/norecover are set now (in observe mode: would be).
     pub paused: bool,
@@ -159,6 +169,11 @@ impl EnforcerView {
             action_since: None,
             action_p99_seconds: None,
             ladder_at_top: false,
+            backfill_limit: None,
+            backfill_held: 0,
+            backfill_held_pgs: Vec::new(),
+            backfill_backfilling: None,
+            backfill_balancer_paused: None,
             pause_share: 0.0,
             paused: false,
             paused_seconds: 0.0,
@@ -221,6 +236,20 @@ impl EnforcerView {
         self.ladder_rung = state.ladder.rung;
         self.ladder_top = state.ladder.top;
         self.pause_share = state.ladder.pause.as_ref().map_or(0.0, |p| p.share);
+        self.backfill_limit = state.ladder.lever.as_ref().map(|l| l.n);
+        self.backfill_held = state.backfill.held.len();
+        self.backfill_held_pgs = state
+            .backfill
+            .oldest_first()
+            .iter()
+            .take(8)
+            .map(ToString::to_string)
+            .collect();
+        self.backfill_balancer_paused = state
+            .backfill
+            .balancer
+            .as_ref()
+            .map(|b| format!("{}, mode {}", if b.active { "on" } else { "off" }, b.mode));
         self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
         self.flags_set = state.flags_set.iter().cloned().collect();
         self.permission_denied = state.refused.as_ref().map(|(r, at)| {
@@ -288,7 +317,8 @@ impl EnforcerView {
             }
         });
         self.holding_reason = state.holding.clone();
-        self.recovery_active = obs.recovery_active();
+        // Held PGs are active+clean: the recovery is not over while the lever holds any.
+        self.recovery_active = obs.recovery_active() || state.lever_holds();
         self.degraded_objects = obs.degraded_objects;
         self.misplaced_objects = obs.misplaced_objects;
         self.recovery_objects_per_second = obs.recovery_rate;
@@ -309,13 +339,25 @@ impl EnforcerView {
             .and_then(|a| a.effective);
         self.next_change_allowed_in_seconds = limit_wait(policy, state, now);
         self.paused_seconds = state.ladder.paused_so_far(now);
-        self.ladder_rung_name = super::ladder::rung_name(
-            policy,
-            &obs.op_queue,
-            state.ladder.rung,
-            state.ladder.step,
-            state.ladder.pause.as_ref().map(|p| p.share),
-        );
+        if let Some(Ok(v)) = &obs.backfill {
+            self.backfill_backfilling = Some(v.backfilling());
+        } else if obs.backfill.is_none()
+            && state.ladder.lever.is_none()
+            && state.backfill.is_empty()
+        {
+            self.backfill_backfilling = None;
+        }
+        self.ladder_rung_name = if state.ladder.rung == super::backfill_limit::LEVER_RUNG {
+            super::lever::lever_name(self.backfill_limit)
+        } else {
+            super::ladder::rung_name(
+                policy,
+                &obs.op_queue,
+                state.ladder.rung,
+                state.ladder.step,
+                state.ladder.pause.as_ref().map(|p| p.share),
+            )
+        };
         self.updated_at = Some(now);
     }
 }
@@ -343,9 +385,17 @@ pub fn memory_lines(
         ));
     }
     if let Some(h) = &m.held {
+        let rung = if h.rung == super::backfill_limit::LEVER_RUNG {
+            super::lever::lever_name(h.n)
+        } else {
+            let name = super::ladder::rung_name(policy, q, h.rung, 0, h.share);
+            match h.n {
+                Some(n) => format!("{name} with at most {n} PGs backfilling at once"),
+                None => name,
+            }
+        };
         out.push(format!(
-            "last held the bound with {} {}: a breach in the next recovery starts there",
-            super::ladder::rung_name(policy, q, h.rung, 0, h.share),
+            "last held the bound with {rung} {}: a breach in the next recovery starts there",
             fmt_when(h.at, now)
         ));
     }

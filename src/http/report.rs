@@ -448,6 +448,9 @@ impl StatusReport {
                 crate::units::fmt_secs(num("paused_seconds").unwrap_or(0.0))
             ));
         }
+        if let Some(line) = backfill_line(e) {
+            out.push(line);
+        }
         if let Some(flags) = e
             .and_then(|v| v.get("flags_set"))
             .and_then(|f| f.as_array())
@@ -512,6 +515,57 @@ impl StatusReport {
 
 /// "acting: rung 1 (high_client_ops) since 02:35:10Z (12m0s ago), entered at client p99 write
 /// 38.2 ms over the last 5m; 33.0 ms now: better", from the view as served.
+/// The backfill lever (rung 3): N, how many PGs backfill and how many the enforcer holds, the
+/// balancer it paused. Observe mode holds nothing and says so.
+fn backfill_line(e: Option<&serde_json::Value>) -> Option<String> {
+    let e = e?;
+    let n = e.get("backfill_limit").and_then(|x| x.as_u64());
+    let held = e.get("backfill_held").and_then(|x| x.as_u64()).unwrap_or(0);
+    if n.is_none() && held == 0 {
+        return None;
+    }
+    let backfilling = e
+        .get("backfill_backfilling")
+        .and_then(|x| x.as_u64())
+        .map(|b| format!("{b} PGs backfill now"))
+        .unwrap_or_else(|| "PGs backfilling not read".to_string());
+    let observe = e.get("mode").and_then(|m| m.as_str()) != Some("enforce");
+    let limit = n.map_or_else(
+        || "no limit in force, the PGs still held are being released".to_string(),
+        |n| format!("at most {n} PGs backfilling at once"),
+    );
+    if observe {
+        return Some(format!(
+            "backfill lever (rung 3): observe mode, would allow {limit}; {backfilling}; nothing is held on the cluster"
+        ));
+    }
+    let pgs: Vec<&str> = e
+        .get("backfill_held_pgs")
+        .and_then(|x| x.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str())
+        .collect();
+    let more = if held as usize > pgs.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    let balancer = e
+        .get("backfill_balancer_paused")
+        .and_then(|x| x.as_str())
+        .map(|b| {
+            format!(
+                "; mgr balancer paused by the enforcer (it was {b}), put back once nothing is held"
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "backfill lever (rung 3): {limit}; {backfilling}, {held} held by the enforcer with pg-upmap-items ({}{more}), released as p99 allows{balancer}",
+        pgs.join(", ")
+    ))
+}
+
 fn in_force_line(e: Option<&serde_json::Value>, now: Option<f64>) -> Option<String> {
     let e = e?;
     let f = |k: &str| e.get(k).and_then(serde_json::Value::as_f64);
@@ -557,7 +611,7 @@ mod tests {
         let r = StatusReport {
             enforcer: Some(serde_json::json!({
                 "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
-                "ladder_rung": 3, "ladder_rung_name": "rung 3 (pause nobackfill+norecover 40% of each 60 s)",
+                "ladder_rung": 4, "ladder_rung_name": "rung 4 (pause nobackfill+norecover 40% of each 60 s)",
                 "paused": true, "paused_seconds": 95.0, "flags_set": ["nobackfill", "norecover"],
                 "decisions": []
             })),
@@ -565,7 +619,7 @@ mod tests {
         };
         let text = r.lines().join("\n");
         assert!(
-            text.contains("ladder: rung 3 (pause nobackfill+norecover 40% of each 60 s) (paused now), paused 1m35s in this recovery"),
+            text.contains("ladder: rung 4 (pause nobackfill+norecover 40% of each 60 s) (paused now), paused 1m35s in this recovery"),
             "{text}"
         );
         assert!(
@@ -573,6 +627,40 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("no record"), "{text}");
+    }
+
+    #[test]
+    fn the_backfill_lever_says_n_what_it_holds_and_the_balancer() {
+        let r = StatusReport {
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
+                "ladder_rung": 3, "ladder_rung_name": "rung 3 (backfill lever: at most 4 PGs backfilling at once)",
+                "backfill_limit": 4, "backfill_held": 2, "backfill_held_pgs": ["2.1", "2.7"],
+                "backfill_backfilling": 4, "backfill_balancer_paused": "on, mode upmap",
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(
+            text.contains("backfill lever (rung 3): at most 4 PGs backfilling at once; 4 PGs backfill now, 2 held by the enforcer with pg-upmap-items (2.1, 2.7), released as p99 allows; mgr balancer paused by the enforcer (it was on, mode upmap), put back once nothing is held"),
+            "{text}"
+        );
+        // Observe mode never says "held by the enforcer".
+        let r = StatusReport {
+            enforcer: Some(serde_json::json!({
+                "mode": "observe", "phase": "throttled", "multiplier": 2.0,
+                "ladder_rung": 3, "backfill_limit": 4, "backfill_held": 0,
+                "backfill_backfilling": 19, "decisions": []
+            })),
+            ..Default::default()
+        };
+        let text = r.lines().join("\n");
+        assert!(
+            text.contains("backfill lever (rung 3): observe mode, would allow at most 4 PGs backfilling at once; 19 PGs backfill now; nothing is held on the cluster"),
+            "{text}"
+        );
+        assert!(!text.contains("held by the enforcer"), "{text}");
     }
 
     #[test]
@@ -594,7 +682,7 @@ mod tests {
                 "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
                 "p99_seconds": 0.0205, "p99_window_seconds": 60.0,
                 "bound_seconds": 0.032, "baseline_seconds": 0.016,
-                "ladder_rung": 3, "ladder_rung_name": "rung 3 (pause nobackfill+norecover 40% of each 60 s)",
+                "ladder_rung": 4, "ladder_rung_name": "rung 4 (pause nobackfill+norecover 40% of each 60 s)",
                 "pause_share": 0.4, "paused": false, "paused_seconds": 95.0, "recovery_active": true,
                 "action_since": 1.8e9, "action_p99_seconds": 0.0412, "updated_at": 1.8e9 + 720.0,
                 "decisions": []
@@ -610,7 +698,7 @@ mod tests {
             "{text}"
         );
         // The rung in force with the p99 that led to it and the p99 now, better or worse said.
-        assert!(text.contains("acting: rung 3 (pause nobackfill+norecover 40% of each 60 s) since 08:00:00Z (12m0s ago), entered at client p99 write 41.2 ms over the last 1m; 20.5 ms now: better"), "{text}");
+        assert!(text.contains("acting: rung 4 (pause nobackfill+norecover 40% of each 60 s) since 08:00:00Z (12m0s ago), entered at client p99 write 41.2 ms over the last 1m; 20.5 ms now: better"), "{text}");
         // Built 12 s after the enforcer's last cycle: "ago" as of then, as in the headline.
         let later = StatusReport {
             generated_at: Some(1.8e9 + 732.0),

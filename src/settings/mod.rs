@@ -23,7 +23,7 @@ use serde_saphyr::Spanned;
 use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{
-    BaselineSpec, LadderPolicy, Mode, OnExit, Policy, SuspendWhen, MCLOCK_PROFILES,
+    BaselineSpec, LadderPolicy, Mode, OnExit, OnOff, Policy, SuspendWhen, MCLOCK_PROFILES,
 };
 use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
@@ -392,10 +392,18 @@ declare_settings! {
             flag: "enforcer.max-rung",
             key: "max_rung",
             value_name: "N",
-            help: "Highest rung of the escalation ladder: 1 throttle profile only, 2 + recovery limit, 3 + duty-cycled nobackfill/norecover pause",
-            default(LadderPolicy::default().max_rung => "3"),
+            help: "Highest rung of the escalation ladder: 1 throttle profile only, 2 + recovery limit, 3 + backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items), 4 + duty-cycled nobackfill/norecover pause",
+            default(LadderPolicy::default().max_rung => "4"),
             check: check_max_rung,
-            note: "1, 2 or 3",
+            note: "1, 2, 3 or 4",
+        }
+        backfill_lever: OnOff {
+            flag: "enforcer.backfill-lever",
+            key: "backfill_lever",
+            value_name: "on|off",
+            help: "Rung 3, the backfill lever: limit how many PGs backfill at once by holding the others where their data is (pg-upmap-items), N driven by client p99; off: rung 3 is skipped (said in a LADDER_SKIP line) and the pause follows rung 2",
+            default(OnOff::from_bool(LadderPolicy::default().backfill_lever) => "on"),
+            note: "needs require_min_compat_client luminous or later",
         }
         ladder_settle: HumanDuration {
             flag: "enforcer.ladder-settle",
@@ -437,7 +445,7 @@ declare_settings! {
             flag: "enforcer.pause-period",
             key: "pause_period",
             value_name: "DURATION",
-            help: "Rung 3: one pause on/off cycle",
+            help: "Rung 4: one pause on/off cycle",
             default(HumanDuration(Duration::from_secs_f64(PausePolicy::default().period)) => "1m"),
             note: "at least four intervals",
         }
@@ -445,7 +453,7 @@ declare_settings! {
             flag: "enforcer.pause-max-share",
             key: "pause_max_share",
             value_name: "FRACTION",
-            help: "Rung 3: never pause more than this share of each period, so recovery progresses",
+            help: "Rung 4: never pause more than this share of each period, so recovery progresses",
             default(PausePolicy::default().max_share => "0.8"),
             check: check_pause_max_share,
             note: "above 0, at most 0.9",
@@ -454,7 +462,7 @@ declare_settings! {
             flag: "enforcer.pause-max-total",
             key: "pause_max_total",
             value_name: "DURATION",
-            help: "Rung 3: at most this much pause in one recovery",
+            help: "Rung 4: at most this much pause in one recovery",
             default(HumanDuration(Duration::from_secs_f64(PausePolicy::default().max_total)) => "30m"),
             note: "",
         }
@@ -664,8 +672,8 @@ fn check_exit_timeout(timeout: &HumanDuration) -> Result<(), String> {
 }
 
 fn check_max_rung(max_rung: &u8) -> Result<(), String> {
-    if !(1..=3).contains(max_rung) {
-        return Err(format!("max_rung {max_rung} must be 1 (throttle profile only), 2 (+ recovery limit) or 3 (+ duty-cycled pause, the default)"));
+    if !(1..=4).contains(max_rung) {
+        return Err(format!("max_rung {max_rung} must be 1 (throttle profile only), 2 (+ recovery limit), 3 (+ backfill lever) or 4 (+ duty-cycled pause, the default)"));
     }
     Ok(())
 }

@@ -27,6 +27,24 @@ fn mon_json(words: &[&str]) -> String {
 /// The JSON the CLI sends for each command (from `ceph --verbose ... --format json` on the lab,
 /// 16.2.15; the CLI's key order, compact).
 #[test]
+fn an_upmap_item_that_is_not_an_osd_id_is_not_translated() {
+    for words in [
+        &["osd", "pg-upmap-items", "2.a", "2"][..],
+        &["osd", "pg-upmap-items", "2.a", "x", "3"],
+        &["osd", "pg-upmap-items", "2.a"],
+    ] {
+        assert!(
+            matches!(translate(&cmd(words)), Err(CephError::Unsupported { .. })),
+            "{words:?}"
+        );
+    }
+    assert_eq!(
+        mon_json(&["osd", "pg-upmap-items", "2.a", "osd.2", "osd.3"]),
+        r#"{"prefix":"osd pg-upmap-items","pgid":"2.a","id":[2,3],"format":"json"}"#
+    );
+}
+
+#[test]
 fn every_command_the_program_sends_is_translated_like_the_cli() {
     for (words, json) in [
         (&["status"][..], r#"{"prefix":"status","format":"json"}"#),
@@ -82,6 +100,40 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
         (
             &["osd", "unset", "norecover"],
             r#"{"prefix":"osd unset","key":"norecover","format":"json"}"#,
+        ),
+        // The backfill lever's (MonCommands.h and the balancer module's signatures; the CLI
+        // sends a CephOsdName as a number).
+        (
+            &["osd", "pg-upmap-items", "2.a", "2", "3"],
+            r#"{"prefix":"osd pg-upmap-items","pgid":"2.a","id":[2,3],"format":"json"}"#,
+        ),
+        (
+            &["osd", "pg-upmap-items", "3.1e", "1", "3", "0", "2"],
+            r#"{"prefix":"osd pg-upmap-items","pgid":"3.1e","id":[1,3,0,2],"format":"json"}"#,
+        ),
+        (
+            &["osd", "rm-pg-upmap-items", "2.a"],
+            r#"{"prefix":"osd rm-pg-upmap-items","pgid":"2.a","format":"json"}"#,
+        ),
+        (
+            &["balancer", "status"],
+            r#"{"prefix":"balancer status","format":"json"}"#,
+        ),
+        (
+            &["balancer", "off"],
+            r#"{"prefix":"balancer off","format":"json"}"#,
+        ),
+        (
+            &["balancer", "on"],
+            r#"{"prefix":"balancer on","format":"json"}"#,
+        ),
+        (
+            &["balancer", "mode", "upmap"],
+            r#"{"prefix":"balancer mode","mode":"upmap","format":"json"}"#,
+        ),
+        (
+            &["osd", "get-require-min-compat-client"],
+            r#"{"prefix":"osd get-require-min-compat-client","format":"json"}"#,
         ),
     ] {
         assert_eq!(mon_json(words), json, "{words:?}");

@@ -155,6 +155,7 @@ impl Run {
                         }
                         Outcome::done()
                     }
+                    Effect::Backfill(_) => Outcome::Simulated,
                     Effect::SetFlags { flags, .. } => Outcome::Flags {
                         set: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),
                         unset: vec![],

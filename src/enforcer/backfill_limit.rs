@@ -1,0 +1,300 @@
+//! Rung 3, the backfill lever's controller (issue 13 point 4): how many PGs may backfill at once
+//! (N), from measured client p99. The PGs above N are *held* where their data is now with
+//! `pg-upmap-items` (`crate::backfill::plan`); this module only says N. Pure, in the style of
+//! [`super::pause`]: the loop passes the time and the p99 in.
+//!
+//! - Entry: N = backfilling >> steps (one step for a small excess, two per doubling of p99 over
+//!   the bound, [`super::pause::steps_for`]), at least 1, and never more than the N that held
+//!   the bound in the last recovery of this cluster (the memory).
+//! - Each period (the latency window: each N is judged on a p99 measured entirely under it)
+//!   that ends above the bound halves N (at least 1); one that ends below `lower` x the bound
+//!   raises N by one (gradual release). A raise that let p99 back over is taken back and that N
+//!   is the most for the rest of the recovery (`ceiling`), as the pause's floor.
+//! - At N = 1 and still above the bound after the ladder's settle time: the pause (rung 4)
+//!   is next, the N = 1 holds kept.
+//! - Nothing held and p99 low: the lever is no longer needed.
+
+use serde::{Deserialize, Serialize};
+
+use super::pause::steps_for;
+use super::types::Time;
+
+/// The lever's rung on the ladder.
+pub const LEVER_RUNG: u8 = 3;
+/// The duty-cycled pause's rung (above the lever).
+pub const PAUSE_RUNG: u8 = 4;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeverPolicy {
+    /// Seconds between two judgements of N (the latency window).
+    pub period: f64,
+    /// Fraction of the bound under which N is raised.
+    pub lower: f64,
+    /// Seconds at N = 1 above the bound before the pause is next (the ladder's settle time).
+    pub settle: f64,
+}
+
+/// What the lever remembers (persisted with the ladder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeverState {
+    /// At most this many PGs backfill at once.
+    pub n: usize,
+    /// When the period that judges `n` began.
+    pub period_start: Time,
+    /// N is never raised above this in this recovery: raising it let p99 back over the bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<usize>,
+    /// N before the last raise, until a period judges it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_from: Option<usize>,
+    /// Since when N has been 1 (the pause comes next once that did not hold the bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_one_since: Option<Time>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeverInput {
+    pub now: Time,
+    /// p99 over the latency window, seconds; `None` when no recent client write.
+    pub p99: Option<f64>,
+    pub bound: f64,
+    /// PGs held by the enforcer now.
+    pub held: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeverStep {
+    /// `None`: the lever is no longer needed (nothing held, p99 low).
+    pub next: Option<LeverState>,
+    /// For the decision log, when N changed (or the lever ended): why, in numbers.
+    pub note: Option<String>,
+    /// A period ended with p99 within the bound at this N (what the memory keeps).
+    pub held: Option<usize>,
+    /// N = 1 did not hold the bound for the settle time: the pause is next.
+    pub escalate: bool,
+}
+
+/// N on entering the lever: `backfilling` halved once per [`steps_for`] the breach is worth,
+/// at least 1, at most `remembered` (the N that held the bound in the last recovery).
+pub fn entry_n(ratio: f64, backfilling: usize, remembered: Option<usize>) -> usize {
+    let steps = steps_for(ratio).clamp(1.0, 63.0) as u32;
+    let from_breach = (backfilling >> steps).max(1);
+    remembered.map_or(from_breach, |r| from_breach.min(r.max(1)))
+}
+
+impl LeverState {
+    pub fn start(n: usize, now: Time) -> Self {
+        let n = n.max(1);
+        LeverState {
+            n,
+            period_start: now,
+            ceiling: None,
+            raised_from: None,
+            at_one_since: (n == 1).then_some(now),
+        }
+    }
+}
+
+/// One decision of the lever.
+pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) -> LeverStep {
+    let now = input.now;
+    let mut next = state.clone();
+    let mut step = LeverStep {
+        next: None,
+        note: None,
+        held: None,
+        escalate: false,
+    };
+    if now - next.period_start < policy.period {
+        step.next = Some(next);
+        return step;
+    }
+    next.period_start = now;
+    let before = next.n;
+    let p99 = |p: f64| crate::units::fmt_ms(p);
+    match input.p99 {
+        Some(p) if p > input.bound => {
+            if let Some(prev) = next.raised_from.take() {
+                next.n = prev;
+                next.ceiling = Some(prev);
+                step.note = Some(format!(
+                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the bound ({} > {}), so {prev} is the most for this recovery",
+                    p99(p),
+                    p99(input.bound)
+                ));
+            } else if next.n > 1 {
+                next.n = (next.n / 2).max(1);
+                step.note = Some(format!(
+                    "at most {before} -> {} PGs backfilling at once: client p99 write {} still above the bound {} ({:.1}x)",
+                    next.n,
+                    p99(p),
+                    p99(input.bound),
+                    p / input.bound
+                ));
+            } else if next.at_one_since.is_some_and(|t| now - t >= policy.settle) {
+                step.escalate = true;
+            }
+        }
+        Some(p) if p < input.bound * policy.lower => {
+            step.held = Some(next.n);
+            if input.held == 0 {
+                step.note = Some(format!(
+                    "no longer needed: no PG held and client p99 write {} below {:.0}% of the bound {}",
+                    p99(p),
+                    policy.lower * 100.0,
+                    p99(input.bound)
+                ));
+                return step;
+            }
+            if next.ceiling.is_none_or(|c| next.n < c) {
+                next.raised_from = Some(next.n);
+                next.n += 1;
+                step.note = Some(format!(
+                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {}; {} PGs still held, released one more at a time",
+                    next.n,
+                    p99(p),
+                    policy.lower * 100.0,
+                    p99(input.bound),
+                    input.held
+                ));
+            }
+        }
+        None => {
+            // No client writes: nothing to protect, recovery gets its PGs back.
+            next.raised_from = None;
+            if input.held == 0 {
+                step.note = Some("no longer needed: no PG held and no client writes".to_string());
+                return step;
+            }
+            next.n += 1;
+            step.note = Some(format!(
+                "at most {before} -> {} PGs backfilling at once: no client writes to protect; {} PGs still held",
+                next.n, input.held
+            ));
+        }
+        Some(_) => {
+            // Within the bound, above the lower threshold: N holds, a raise that led here is
+            // confirmed.
+            step.held = Some(next.n);
+            next.raised_from = None;
+        }
+    }
+    if next.n == 1 {
+        next.at_one_since.get_or_insert(now);
+    } else {
+        next.at_one_since = None;
+    }
+    step.next = Some(next);
+    step
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUND: f64 = 0.1;
+
+    fn lp() -> LeverPolicy {
+        LeverPolicy {
+            period: 60.0,
+            lower: 0.7,
+            settle: 60.0,
+        }
+    }
+
+    fn input(now: Time, p99_ms: Option<f64>, held: usize) -> LeverInput {
+        LeverInput {
+            now,
+            p99: p99_ms.map(|p| p / 1000.0),
+            bound: BOUND,
+            held,
+        }
+    }
+
+    #[test]
+    fn entry_n_follows_how_far_p99_is_over_the_bound() {
+        // 19 PGs backfilling (the lab's rebalance under mClock).
+        assert_eq!(entry_n(1.2, 19, None), 9);
+        assert_eq!(entry_n(2.0, 19, None), 4);
+        assert_eq!(entry_n(4.0, 19, None), 1);
+        assert_eq!(entry_n(20.0, 19, None), 1);
+        // What held last time is the most to start with.
+        assert_eq!(entry_n(1.2, 19, Some(3)), 3);
+        assert_eq!(entry_n(4.0, 19, Some(3)), 1);
+        // Nothing backfills: still at least 1.
+        assert_eq!(entry_n(1.5, 0, None), 1);
+    }
+
+    #[test]
+    fn each_period_over_the_bound_halves_n_and_below_raises_it_by_one() {
+        let s = LeverState::start(8, 0.0);
+        // Within the period: nothing moves.
+        let st = lever_step(&lp(), &s, &input(30.0, Some(300.0), 5));
+        assert_eq!(st.next.as_ref().unwrap().n, 8);
+        assert!(st.note.is_none());
+        let st = lever_step(&lp(), &s, &input(60.0, Some(300.0), 5));
+        let n = st.next.unwrap();
+        assert_eq!(n.n, 4);
+        assert!(
+            st.note.unwrap().starts_with("at most 8 -> 4 PGs backfilling at once: client p99 write 300 ms still above the bound 100 ms (3.0x)")
+        );
+        let st = lever_step(&lp(), &n, &input(120.0, Some(50.0), 5));
+        assert_eq!(st.held, Some(4));
+        let n = st.next.unwrap();
+        assert_eq!(n.n, 5);
+        assert_eq!(n.raised_from, Some(4));
+        // Between the lower threshold and the bound: N holds, the raise confirmed.
+        let st = lever_step(&lp(), &n, &input(180.0, Some(90.0), 5));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.raised_from), (5, None));
+    }
+
+    #[test]
+    fn a_raise_that_let_p99_back_over_is_taken_back_and_becomes_the_most() {
+        let s = LeverState::start(2, 0.0);
+        let n = lever_step(&lp(), &s, &input(60.0, Some(50.0), 4))
+            .next
+            .unwrap();
+        assert_eq!(n.n, 3);
+        let st = lever_step(&lp(), &n, &input(120.0, Some(150.0), 4));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.ceiling), (2, Some(2)));
+        assert!(st.note.unwrap().contains("2 is the most for this recovery"));
+        // Low again: not raised past the ceiling.
+        let st = lever_step(&lp(), &n, &input(180.0, Some(40.0), 4));
+        assert_eq!(st.next.unwrap().n, 2);
+        assert!(st.note.is_none());
+    }
+
+    #[test]
+    fn at_one_and_still_over_after_the_settle_time_the_pause_is_next() {
+        let s = LeverState::start(2, 0.0);
+        let st = lever_step(&lp(), &s, &input(60.0, Some(300.0), 6));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.at_one_since), (1, Some(60.0)));
+        assert!(!st.escalate);
+        let st = lever_step(&lp(), &n, &input(120.0, Some(300.0), 6));
+        assert!(st.escalate);
+        assert_eq!(st.next.unwrap().n, 1, "the N = 1 holds are kept");
+    }
+
+    #[test]
+    fn nothing_held_and_p99_low_ends_the_lever() {
+        let s = LeverState::start(3, 0.0);
+        let st = lever_step(&lp(), &s, &input(60.0, Some(20.0), 0));
+        assert!(st.next.is_none());
+        assert!(st.note.unwrap().starts_with("no longer needed"));
+        let st = lever_step(&lp(), &s, &input(60.0, None, 0));
+        assert!(st.next.is_none());
+        // No writes but PGs held: released one more each period.
+        let st = lever_step(&lp(), &s, &input(60.0, None, 2));
+        assert_eq!(st.next.unwrap().n, 4);
+    }
+
+    #[test]
+    fn the_state_survives_a_restart() {
+        let s = LeverState::start(1, 5.0);
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<LeverState>(&json).unwrap(), s);
+    }
+}

@@ -1,0 +1,495 @@
+//! Rung 3 in `decide`: entering the backfill lever, its N each cycle ([`super::backfill_limit`]),
+//! and the effect that makes the cluster follow it: which PGs to hold and release
+//! ([`crate::backfill::plan`], whose safety rules apply as they are) and the balancer. Pure.
+//!
+//! Everything held is given back (released, the balancer put back as it was) when the bound is
+//! suspended (redundancy at risk), after an OVERRIDE, on BLIND, when the lever is refused (an
+//! undersized PG, `require_min_compat_client` below luminous) and whenever the lever is no
+//! longer in force; at SHUTDOWN and START by [`give_back`].
+
+use super::backfill_limit::{entry_n, lever_step, LeverInput, LeverPolicy, LeverState, LEVER_RUNG};
+use super::ctx::{observe_prefix, watch, Ctx};
+use super::effect::{BackfillEffect, Effect, Planned};
+use super::event::{DecisionEvent, DecisionRecord};
+use super::observation::BackfillView;
+use super::policy::{Mode, Policy};
+use super::state::{EnforcerState, Held};
+use crate::backfill::{self, balancer_step, BalancerStep, Forget};
+use crate::ceph::parse::upmap::PgId;
+use crate::units::fmt_ms;
+
+type Notes = Vec<DecisionRecord>;
+
+/// Noted when Ceph refused a lever command for lack of a cephx grant: no lever again in this
+/// recovery (what to grant is in the FAILED line and in `status`).
+pub const NO_GRANT: &str = "lever_no_grant";
+
+/// "rung 3 (backfill lever: at most 2 PGs backfilling at once)".
+pub fn lever_name(n: Option<usize>) -> String {
+    match n {
+        Some(n) => format!("rung 3 (backfill lever: at most {n} PGs backfilling at once)"),
+        None => "rung 3 (backfill lever)".to_string(),
+    }
+}
+
+pub(super) fn lever_policy(policy: &Policy) -> LeverPolicy {
+    LeverPolicy {
+        period: policy.latency_window.as_secs_f64(),
+        lower: policy.ladder.descend_below,
+        settle: policy.ladder.settle.as_secs_f64(),
+    }
+}
+
+/// The N that held the bound in the last recovery that needed the lever.
+fn remembered_n(state: &EnforcerState) -> Option<usize> {
+    state
+        .memory
+        .held
+        .as_ref()
+        .filter(|h| h.rung >= LEVER_RUNG)
+        .and_then(|h| h.n)
+}
+
+fn view<'a>(ctx: &Ctx<'a>) -> Result<&'a BackfillView, String> {
+    match &ctx.obs.backfill {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err("the PG states and the OSD map were not read".to_string()),
+    }
+}
+
+/// Enters rung 3 at an N from the breach and the memory; `Err`: why the lever cannot be used
+/// (the ladder goes on to the pause).
+pub(super) fn enter(
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    (p99, bound): (f64, f64),
+) -> Result<usize, String> {
+    let policy = ctx.policy;
+    if !policy.ladder.backfill_lever {
+        return Err("--enforcer.backfill-lever is off".to_string());
+    }
+    if next.noted.contains(NO_GRANT) {
+        return Err("Ceph refused its commands in this recovery for lack of a cephx grant (see the PERMISSION DENIED line)".to_string());
+    }
+    let v = view(ctx).map_err(|e| format!("cannot see which PGs backfill ({e})"))?;
+    if let Some(refusal) = backfill::lever_refusal(&v.pgs, &v.map, &next.backfill) {
+        return Err(refusal.to_string());
+    }
+    if let Err(e) = &v.balancer {
+        return Err(format!(
+            "the mgr balancer's state cannot be read ({e}): it must be paused while PGs are held"
+        ));
+    }
+    let backfilling = v.backfilling();
+    let n = entry_n(p99 / bound, backfilling, remembered_n(state));
+    let plan = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
+    if plan.hold.is_empty() {
+        let why = if backfilling == 0 {
+            "no PG waits for or does backfill (recovery from the PG log, or degraded objects only): nothing to hold".to_string()
+        } else if backfilling <= n {
+            format!("{backfilling} PGs backfill, at most {n} would: nothing to hold")
+        } else {
+            let refused: Vec<String> = plan
+                .refused
+                .iter()
+                .take(3)
+                .map(|(id, r)| format!("{id} {r}"))
+                .collect();
+            format!(
+                "no PG of the {backfilling} that backfill can be held ({}{})",
+                refused.join("; "),
+                if plan.refused.len() > 3 { "; ..." } else { "" }
+            )
+        };
+        return Err(why);
+    }
+    let now = ctx.now;
+    next.ladder.lever = Some(LeverState::start(n, now));
+    next.ladder.rung = LEVER_RUNG;
+    next.ladder.entered(LEVER_RUNG, now, Some(p99), false);
+    next.ladder.since = now;
+    next.ladder.below_since = None;
+    next.ladder.top = next.ladder.top.max(LEVER_RUNG);
+    Ok(n)
+}
+
+/// Why the N is what it is, for the ESCALATE line.
+pub(super) fn entry_why(state: &EnforcerState, ctx: &Ctx<'_>, p99: f64, bound: f64) -> String {
+    let backfilling = view(ctx).map(BackfillView::backfilling).unwrap_or(0);
+    let from_breach = entry_n(p99 / bound, backfilling, None);
+    match remembered_n(state) {
+        Some(r) if r < from_breach => format!(
+            " ({backfilling} PGs backfill now; {r} held the bound in the last recovery of this cluster)"
+        ),
+        _ => format!(
+            " ({backfilling} PGs backfill now; p99 {:.1}x the bound)",
+            p99 / bound
+        ),
+    }
+}
+
+/// What rung 3 does next.
+pub(super) enum AtRung {
+    Stay,
+    /// N = 1 did not hold the bound for the settle time: the pause, keeping the holds.
+    Escalate(String),
+    /// The lever ended (no longer needed, or refused now): one rung down, or to the pause.
+    Ended {
+        why: String,
+        refused: bool,
+    },
+}
+
+/// One cycle on rung 3: N from the p99 of the period that ended.
+pub(super) fn at_rung(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    notes: &mut Notes,
+    bound: f64,
+) -> AtRung {
+    let policy = ctx.policy;
+    let now = ctx.now;
+    let Some(ls) = next.ladder.lever.clone() else {
+        return AtRung::Ended {
+            why: "no backfill limit in force".to_string(),
+            refused: false,
+        };
+    };
+    match view(ctx) {
+        Ok(v) => {
+            if let Some(r) = backfill::lever_refusal(&v.pgs, &v.map, &next.backfill) {
+                return AtRung::Ended {
+                    why: r.to_string(),
+                    refused: true,
+                };
+            }
+        }
+        // Not seen this cycle: N stays, nothing is held or released on old data.
+        Err(_) => return AtRung::Stay,
+    }
+    // The last recovery of this cluster needed the pause: N = 1 gets no settle time.
+    if let (1, Some(p99), Some(h)) = (
+        ls.n,
+        ctx.obs.p99.filter(|p| *p > bound),
+        next.memory
+            .held
+            .as_ref()
+            .filter(|h| h.rung >= super::backfill_limit::PAUSE_RUNG),
+    ) {
+        return AtRung::Escalate(format!(
+            "{} left {} > bound {}; the last recovery of this cluster needed the pause to hold the bound ({}), so N = 1 is not given {}",
+            lever_name(Some(1)),
+            ctx.p99(p99),
+            fmt_ms(bound),
+            crate::units::fmt_when(h.at, now),
+            crate::units::fmt_secs(policy.ladder.settle.as_secs_f64())
+        ));
+    }
+    let held = held_count(ctx, next, ls.n);
+    let step = lever_step(
+        &lever_policy(policy),
+        &ls,
+        &LeverInput {
+            now,
+            p99: ctx.obs.p99,
+            bound,
+            held,
+        },
+    );
+    if let Some(n) = step.held {
+        next.memory.held = Some(Held {
+            at: now,
+            rung: LEVER_RUNG,
+            share: None,
+            n: Some(n),
+        });
+    }
+    if step.escalate {
+        return AtRung::Escalate(format!(
+            "{} left {} > bound {} for {} at N = 1",
+            lever_name(Some(1)),
+            ctx.p99(ctx.obs.p99.unwrap_or(0.0)),
+            fmt_ms(bound),
+            crate::units::fmt_secs(now - ls.at_one_since.unwrap_or(now))
+        ));
+    }
+    match step.next {
+        Some(n) => {
+            if let Some(note) = step.note {
+                notes.push(ctx.record(
+                    DecisionEvent::BackfillLimit,
+                    format!("{}BACKFILL_LIMIT {note}", observe_prefix(policy)),
+                ));
+                if n.n != ls.n {
+                    watch(
+                        next,
+                        format!("BACKFILL_LIMIT at most {} -> {} PGs backfilling", ls.n, n.n),
+                        now,
+                        ctx.obs.p99,
+                    );
+                }
+            }
+            next.ladder.lever = Some(n);
+            AtRung::Stay
+        }
+        None => AtRung::Ended {
+            why: step
+                .note
+                .unwrap_or_else(|| "backfill limit over".to_string()),
+            refused: false,
+        },
+    }
+}
+
+/// PGs held now: in enforce mode those the state records; in observe mode those it would hold.
+fn held_count(ctx: &Ctx<'_>, next: &EnforcerState, n: usize) -> usize {
+    if ctx.policy.mode == Mode::Enforce {
+        return next.backfill.held.len();
+    }
+    view(ctx).map_or(0, |v| v.backfilling().saturating_sub(n))
+}
+
+/// Ends the lever: nothing is held from now on (the effect releases what is).
+pub(super) fn end(next: &mut EnforcerState, now: f64) {
+    if next.ladder.lever.take().is_some() {
+        next.ladder.acted.remove(&LEVER_RUNG);
+        if next.ladder.rung == LEVER_RUNG {
+            next.ladder.rung = if next.applied.as_ref().is_some_and(|a| {
+                super::ladder::rung2_keys()
+                    .iter()
+                    .any(|k| a.values.contains_key(*k))
+            }) {
+                2
+            } else {
+                1
+            };
+            next.ladder.since = now;
+            next.ladder.below_since = None;
+        }
+    }
+}
+
+/// The lever's effect for this cycle, from `next` (after the ladder moved): holds and releases
+/// towards at most N backfilling, or everything back. Entries gone from the OSD map (or changed
+/// by someone) are dropped from the record here, with a line.
+/// `give_back`: everything goes back, and why (decided by the caller: BLIND, OVERRIDE,
+/// redundancy at risk); otherwise N is followed, and with no N in force everything goes back
+/// too. On stale data without `give_back` nothing is held or released.
+pub(super) fn plan_effect(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    notes: &mut Notes,
+    give_back: Option<String>,
+) -> Option<Planned> {
+    let policy = ctx.policy;
+    if next.ladder.lever.is_none() && next.backfill.is_empty() {
+        return None;
+    }
+    if ctx.obs.stale.is_some() && give_back.is_none() {
+        return None;
+    }
+    let give_back = give_back.or_else(|| {
+        next.ladder
+            .lever
+            .is_none()
+            .then(|| "the backfill limit is not in force".to_string())
+    });
+    let v = match view(ctx) {
+        Ok(v) => v,
+        Err(e) => {
+            let held = next.backfill.held.len();
+            if held > 0 {
+                ctx.note_once(next, notes, "lever_blind", DecisionEvent::BackfillLimit, || {
+                    format!(
+                        "BACKFILL_LIMIT cannot see the PGs it holds ({e}): {held} PGs stay held until the next cycle that reads them"
+                    )
+                });
+            }
+            return None;
+        }
+    };
+    next.noted.remove("lever_blind");
+    let n = next.ladder.lever.as_ref().map(|l| l.n);
+    let (mut hold, release, forget, why, refusal) = match (&give_back, n) {
+        (None, Some(n)) => {
+            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
+            let why = match &p.refusal {
+                Some(r) => format!("the backfill lever stands down: {r}"),
+                None => lever_name(Some(n)),
+            };
+            (p.hold, p.release, p.forget, why, p.refusal)
+        }
+        _ => {
+            let u = backfill::undo(&v.map, &next.backfill, None);
+            if let Some(other) = &u.other_cluster {
+                ctx.note_once(next, notes, "lever_other_cluster", DecisionEvent::BackfillLimit, || {
+                    format!("BACKFILL_LIMIT: the enforcer's record of held PGs is of cluster {other}, this is {}: nothing is touched", v.map.fsid)
+                });
+                return None;
+            }
+            let why = give_back.unwrap_or_default();
+            (Vec::new(), u.remove, u.forget, why, None)
+        }
+    };
+    forget_entries(ctx, next, notes, &forget, v.map.epoch);
+    let ours_after = next.backfill.held.len() - release.len() + hold.len();
+    let balancer = match &v.balancer {
+        Ok(b) => balancer_step(b, &next.backfill, ours_after > 0),
+        Err(e) => {
+            if !hold.is_empty() {
+                ctx.note_once(next, notes, "lever_balancer_unknown", DecisionEvent::BackfillLimit, || {
+                    format!("BACKFILL_LIMIT holds no new PG: the mgr balancer's state cannot be read ({e}) and it must be paused while PGs are held")
+                });
+                hold.clear();
+            }
+            BalancerStep::Nothing
+        }
+    };
+    let backfilling = v
+        .pgs
+        .iter()
+        .filter(|p| backfill::plan::backfills(p))
+        .filter(|p| {
+            p.pgid
+                .parse::<PgId>()
+                .is_ok_and(|id| !next.backfill.held.contains_key(&id))
+        })
+        .count();
+    let effect = BackfillEffect {
+        backfilling: (
+            backfilling,
+            backfilling - hold.len().min(backfilling) + release.len(),
+        ),
+        hold,
+        release,
+        balancer,
+        fsid: v.map.fsid.clone(),
+        epoch: v.map.epoch,
+        why,
+        lifecycle: None,
+    };
+    if let Some(r) = refusal {
+        ctx.note_once(
+            next,
+            notes,
+            format!("lever_refused:{r}"),
+            DecisionEvent::LadderSkip,
+            || {
+                format!(
+                    "{}{} stands down: {r}; what it holds is released",
+                    observe_prefix(policy),
+                    lever_name(None)
+                )
+            },
+        );
+    }
+    planned(effect)
+}
+
+/// The effect with what must be stored before it (a hold, the balancer's state before it is
+/// paused); `None` when there is nothing for Ceph to do.
+pub(super) fn planned(effect: BackfillEffect) -> Option<Planned> {
+    if effect.is_empty() {
+        return None;
+    }
+    let first = !effect.hold.is_empty()
+        || matches!(effect.balancer, BalancerStep::Pause { remember: Some(_) });
+    Some(Planned {
+        persist_first: first
+            .then_some("before holding PGs (pg-upmap-items) or pausing the balancer"),
+        effect: Effect::Backfill(effect),
+    })
+}
+
+fn forget_entries(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    notes: &mut Notes,
+    forget: &[(PgId, Forget)],
+    epoch: u64,
+) {
+    for (id, why) in forget {
+        if !may_forget(next, id, why, epoch) {
+            continue;
+        }
+        if next.backfill.held.remove(id).is_some() && matches!(why, Forget::Changed { .. }) {
+            notes.push(ctx.record(
+                DecisionEvent::BackfillLimit,
+                format!("BACKFILL_LIMIT: {id} is no longer held by the enforcer: {why}"),
+            ));
+        }
+    }
+    if next.backfill.held.is_empty() && next.backfill.balancer.is_none() {
+        next.backfill.fsid = None;
+    }
+}
+
+/// Whether an entry the OSD map does not show as ours may leave the record: not when it is
+/// missing from a map no newer than the one its hold was planned from (a map that cannot show
+/// it yet, e.g. from a monitor that lags): it stays recorded until a newer map says.
+fn may_forget(next: &EnforcerState, id: &PgId, why: &Forget, epoch: u64) -> bool {
+    match (why, next.backfill.held.get(id)) {
+        (Forget::Gone, Some(h)) => epoch > h.epoch,
+        _ => true,
+    }
+}
+
+/// At START (a record left by a crash), SHUTDOWN and TAKEOVER: everything the record holds back,
+/// and the balancer as it was, from a fresh view of the cluster. Observe mode only says so.
+pub fn give_back(
+    policy: &Policy,
+    state: &EnforcerState,
+    view: &BackfillView,
+    when: &'static str,
+) -> (EnforcerState, Option<Planned>, Vec<String>) {
+    let mut next = state.clone();
+    let mut lines = Vec::new();
+    if state.backfill.is_empty() {
+        return (next, None, lines);
+    }
+    if policy.mode != Mode::Enforce {
+        lines.push(format!(
+            "{when}: the state says the enforcer (enforce mode) holds {} PGs with pg-upmap-items; observe mode does not touch the cluster: `ceph-recovery-budget backfill release` does it by hand",
+            state.backfill.held.len()
+        ));
+        return (next, None, lines);
+    }
+    let u = backfill::undo(&view.map, &state.backfill, None);
+    if let Some(other) = u.other_cluster {
+        lines.push(format!(
+            "{when}: the record of held PGs is of cluster {other}, this is {}: nothing is touched",
+            view.map.fsid
+        ));
+        return (next, None, lines);
+    }
+    for (id, why) in &u.forget {
+        if may_forget(&next, id, why, view.map.epoch) {
+            next.backfill.held.remove(id);
+        }
+    }
+    let balancer = match &view.balancer {
+        Ok(b) => balancer_step(b, &next.backfill, false),
+        Err(e) => {
+            if next.backfill.balancer.is_some() {
+                lines.push(format!("{when}: the mgr balancer's state cannot be read ({e}); it stays paused: `ceph balancer on` if it was on"));
+            }
+            BalancerStep::Nothing
+        }
+    };
+    let effect = BackfillEffect {
+        hold: Vec::new(),
+        release: u.remove,
+        balancer,
+        fsid: view.map.fsid.clone(),
+        epoch: view.map.epoch,
+        why: "the enforcer leaves no PG held".to_string(),
+        backfilling: (view.backfilling(), view.backfilling()),
+        lifecycle: Some(when),
+    };
+    if next.backfill.held.is_empty() && next.backfill.balancer.is_none() {
+        next.backfill.fsid = None;
+    }
+    (next, planned(effect), lines)
+}

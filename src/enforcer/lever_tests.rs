@@ -1,0 +1,743 @@
+//! Rung 3, the backfill lever, through `decide` and `apply_outcome` on the lab's recorded
+//! rebalance (tests/fixtures/upmap/20-rebalance: 19 PGs backfilling at once under mClock, two
+//! with the balancer's own upmap items), the cluster following each command as Ceph does
+//! ([`FakeUpmap`]), under a paused clock.
+
+use std::time::Duration;
+
+use super::actor::FakeUpmap;
+use super::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
+use super::decide::decide;
+use super::effect::{Effect, Outcome};
+use super::event::DecisionRecord;
+use super::observation::{BackfillView, Observation};
+use super::outcome::{apply_outcome, remember_first};
+use super::policy::*;
+use super::state::*;
+use super::tests::{osds, T0};
+use crate::backfill::BalancerStep;
+use crate::ceph::parse::test_support::fixture;
+use crate::ceph::parse::{pgs, upmap};
+
+fn rebalance() -> FakeUpmap {
+    FakeUpmap {
+        pgs: pgs::parse(&fixture("upmap/20-rebalance.ceph_pg_dump_pgs_brief.json")).unwrap(),
+        map: upmap::view(&fixture("upmap/20-rebalance.ceph_osd_dump.json")).unwrap(),
+        balancer: Some(
+            upmap::balancer_status(&fixture("upmap/20-rebalance.ceph_balancer_status.json"))
+                .unwrap(),
+        ),
+        before: Default::default(),
+    }
+}
+
+/// The shipped timings (`for` 30s, 1m window and settle), enforce mode, bound 32 ms; the OSDs
+/// run high_client_ops already (Pacific's default), so rung 1 is no change.
+fn lever_policy() -> Policy {
+    Policy {
+        mode: Mode::Enforce,
+        baseline: BaselineSpec::Fixed(Duration::from_millis(16)),
+        ..Policy::default()
+    }
+}
+
+struct LeverSim {
+    policy: Policy,
+    state: EnforcerState,
+    now: Time,
+    cluster: FakeUpmap,
+    notes: Vec<DecisionRecord>,
+    commands: Vec<String>,
+    /// A state write that fails (what `persist_first` then reports).
+    store_fails: bool,
+    undersized: u64,
+    /// Ceph refuses pg-upmap-items for lack of a cephx grant (EACCES).
+    refuse: bool,
+}
+
+impl LeverSim {
+    fn new(policy: Policy, cluster: FakeUpmap) -> Self {
+        LeverSim {
+            policy,
+            state: EnforcerState::default(),
+            now: T0,
+            cluster,
+            notes: Vec::new(),
+            commands: Vec::new(),
+            store_fails: false,
+            undersized: 0,
+            refuse: false,
+        }
+    }
+
+    fn view(&self) -> BackfillView {
+        BackfillView {
+            pgs: self.cluster.pgs.clone(),
+            map: self.cluster.map.clone(),
+            balancer: self.cluster.balancer.clone().ok_or_else(|| "no".into()),
+        }
+    }
+
+    fn backfilling(&self) -> usize {
+        self.view().backfilling()
+    }
+
+    fn obs(&self, p99_ms: Option<f64>) -> Observation {
+        let moving = self.backfilling() as u64;
+        Observation {
+            p99: p99_ms.map(|p| p / 1000.0),
+            baseline: Some(0.016),
+            misplaced_objects: moving * 300,
+            pgs_recovering: moving,
+            undersized_pgs: self.undersized,
+            osd_profiles: osds("high_client_ops"),
+            backfill: Some(Ok(self.view())),
+            ..Observation::quiet()
+        }
+    }
+
+    /// One cycle: decide, then each effect as the loop runs it.
+    fn step(&mut self, obs: Observation) {
+        let d = decide(&self.policy, &obs, &self.state, self.now);
+        self.notes.extend(d.notes.clone());
+        self.state = d.next;
+        for p in d.effects {
+            let outcome = if self.policy.mode != Mode::Enforce {
+                Outcome::Simulated
+            } else if p.persist_first.is_some() && self.store_fails {
+                self.state = remember_first(std::mem::take(&mut self.state), &p.effect);
+                Outcome::NotSaved {
+                    read_back: None,
+                    why: "the state could not be stored first".into(),
+                }
+            } else {
+                if p.persist_first.is_some() {
+                    self.state = remember_first(std::mem::take(&mut self.state), &p.effect);
+                }
+                self.run(&p.effect)
+            };
+            let after = apply_outcome(
+                &self.policy,
+                &obs,
+                std::mem::take(&mut self.state),
+                &p.effect,
+                &outcome,
+                self.now,
+            );
+            self.notes.extend(after.records);
+            self.state = after.next;
+        }
+    }
+
+    fn run(&mut self, effect: &Effect) -> Outcome {
+        match effect {
+            Effect::Backfill(b) => {
+                let mut released = Vec::new();
+                for id in &b.release {
+                    self.commands.push(format!("osd rm-pg-upmap-items {id}"));
+                    self.cluster.release(*id);
+                    released.push((*id, Ok(())));
+                }
+                let mut balancer = Vec::new();
+                if let BalancerStep::Pause { .. } = b.balancer {
+                    self.commands.push("balancer off".into());
+                    self.cluster.balancer.as_mut().unwrap().active = false;
+                    balancer.push(("balancer off".to_string(), Ok(())));
+                }
+                let mut held = Vec::new();
+                for h in &b.hold {
+                    // Recorded before it is added.
+                    assert!(
+                        self.state.backfill.held.contains_key(&h.pgid),
+                        "{} not recorded first",
+                        h.pgid
+                    );
+                    self.commands.push(format!("osd pg-upmap-items {}", h.pgid));
+                    if self.refuse {
+                        held.push((
+                            h.pgid,
+                            Err(super::effect::CommandError {
+                                message: "Error EACCES: access denied".into(),
+                                refused: Some(super::types::Refused {
+                                    command: format!("ceph osd pg-upmap-items {}", h.pgid),
+                                    cap: crate::ceph::caps::needed(&crate::ceph::CephCommand::new(
+                                        ["osd", "pg-upmap-items", "2.1", "1", "3"],
+                                    )),
+                                }),
+                            }),
+                        ));
+                        continue;
+                    }
+                    self.cluster.hold(h.pgid, &h.items);
+                    held.push((h.pgid, Ok(())));
+                }
+                if let BalancerStep::Restore { to, .. } = &b.balancer {
+                    self.commands
+                        .push(format!("balancer restore {}", to.active));
+                    *self.cluster.balancer.as_mut().unwrap() = to.clone();
+                    balancer.push(("balancer on".to_string(), Ok(())));
+                }
+                Outcome::Backfill {
+                    released,
+                    held,
+                    balancer,
+                }
+            }
+            Effect::SetFlags { flags, .. } => {
+                self.commands
+                    .extend(flags.iter().map(|f| format!("osd set {f}")));
+                Outcome::Flags {
+                    set: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),
+                    unset: vec![],
+                }
+            }
+            Effect::UnsetFlags { flags, .. } => {
+                self.commands
+                    .extend(flags.iter().map(|f| format!("osd unset {f}")));
+                Outcome::Flags {
+                    set: vec![],
+                    unset: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),
+                }
+            }
+            Effect::Config(_) => Outcome::done(),
+        }
+    }
+
+    /// Every 15 s for `secs`, p99 from `p99_ms`.
+    fn run_for(&mut self, secs: u32, p99_ms: Option<f64>) {
+        for _ in 0..secs / 15 {
+            self.now += 15.0;
+            let obs = self.obs(p99_ms);
+            self.step(obs);
+        }
+    }
+
+    fn held(&self) -> usize {
+        self.state.backfill.held.len()
+    }
+
+    fn n(&self) -> Option<usize> {
+        self.state.ladder.lever.as_ref().map(|l| l.n)
+    }
+
+    fn events(&self) -> Vec<&str> {
+        self.notes.iter().map(|n| n.event.as_str()).collect()
+    }
+
+    fn sim(notes: &[DecisionRecord], event: &str) -> Vec<String> {
+        notes
+            .iter()
+            .filter(|n| n.event == event)
+            .map(|n| n.message.clone())
+            .collect()
+    }
+}
+
+/// p99 above the bound until rung 3 is entered.
+fn to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
+    for _ in 0..40 {
+        sim.now += 15.0;
+        let obs = sim.obs(Some(p99_ms));
+        sim.step(obs);
+        if sim.state.ladder.rung == LEVER_RUNG {
+            return;
+        }
+    }
+    panic!("not on rung 3: {:?}\n{:#?}", sim.state.ladder, sim.notes);
+}
+
+#[test]
+fn a_breach_enters_rung_3_at_an_n_from_how_far_p99_is_over_and_holds_the_rest() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    assert_eq!(sim.backfilling(), 19);
+    // 36 ms against a bound of 32 ms: 1.1x, one step: 19 >> 1 = 9 (48 ms, 1.5x, would be two:
+    // 19 >> 2 = 4).
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.n(), Some(9));
+    let esc = messages_of(&sim, "ESCALATE");
+    assert!(
+        esc.last().unwrap().contains("escalating to rung 3 (backfill lever: at most 9 PGs backfilling at once) (19 PGs backfill now; p99 1.1x the bound)"),
+        "{esc:?}"
+    );
+    // The two PGs with the balancer's own items are never touched; the rest are held down to 9.
+    assert_eq!(sim.backfilling(), 9);
+    assert_eq!(sim.held(), 10);
+    assert!(!sim
+        .state
+        .backfill
+        .held
+        .contains_key(&"2.b".parse().unwrap()));
+    assert!(!sim
+        .state
+        .backfill
+        .held
+        .contains_key(&"2.1e".parse().unwrap()));
+    // The balancer was paused before the first hold, and its state kept to put back.
+    assert_eq!(
+        sim.commands.first().map(String::as_str),
+        Some("balancer off")
+    );
+    assert_eq!(
+        sim.state
+            .backfill
+            .balancer
+            .as_ref()
+            .map(|b| (b.active, b.mode.as_str())),
+        Some((true, "upmap"))
+    );
+    let line = messages_of(&sim, "BACKFILL");
+    assert!(
+        line[0].starts_with("BACKFILL: held 10 PGs (")
+            && line[0].contains("where their data is, mapped back to their acting OSDs")
+            && line[0].contains("mgr balancer paused")
+            && line[0].ends_with("9 PGs backfill now, 10 held by the enforcer"),
+        "{line:?}"
+    );
+    // No config change and no change counted for any of it.
+    assert!(sim.state.changes.is_empty());
+}
+
+fn messages_of(sim: &LeverSim, event: &str) -> Vec<String> {
+    LeverSim::sim(&sim.notes, event)
+}
+
+#[test]
+fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_is_held() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.n(), Some(9));
+    // A period (the 1m window) still above the bound: 9 -> 4.
+    sim.run_for(60, Some(48.0));
+    assert_eq!(sim.n(), Some(4));
+    assert_eq!(sim.backfilling(), 4);
+    let lim = messages_of(&sim, "BACKFILL_LIMIT");
+    assert!(
+        lim[0].starts_with("BACKFILL_LIMIT at most 9 -> 4 PGs backfilling at once: client p99 write 48.0 ms still above the bound 32.0 ms (1.5x)"),
+        "{lim:?}"
+    );
+    // One window later the move is judged.
+    sim.run_for(60, Some(20.0));
+    assert!(
+        messages_of(&sim, "EFFECT")
+            .iter()
+            .any(|e| e.starts_with("EFFECT of BACKFILL_LIMIT at most 9 -> 4 PGs backfilling")),
+        "{:?}",
+        sim.notes
+    );
+    // Well below the bound: one more each period, released oldest first.
+    let n = sim.n().unwrap();
+    sim.run_for(60, Some(20.0));
+    assert_eq!(sim.n(), Some(n + 1));
+    assert_eq!(
+        sim.state.memory.held.as_ref().and_then(|h| h.n),
+        Some(n),
+        "the N that held is remembered"
+    );
+    // Backfills finish meanwhile; what is held is released as N allows, never all at once.
+    let mut most = 0;
+    for _ in 0..40 {
+        let running: Vec<String> = sim
+            .cluster
+            .pgs
+            .iter()
+            .filter(|p| crate::backfill::plan::backfills(p))
+            .map(|p| p.pgid.clone())
+            .collect();
+        if let Some(first) = running.first() {
+            sim.cluster.finish(first);
+        }
+        sim.run_for(60, Some(20.0));
+        most = most.max(sim.backfilling());
+        assert!(
+            sim.backfilling() <= sim.n().unwrap_or(usize::MAX).max(2),
+            "{}",
+            sim.backfilling()
+        );
+        if sim.state.ladder.lever.is_none() {
+            break;
+        }
+    }
+    assert_eq!(sim.held(), 0);
+    assert!(sim.state.ladder.lever.is_none(), "{:?}", sim.state.ladder);
+    assert!(most < 19);
+    // The balancer is back as it was.
+    assert!(sim.cluster.balancer.as_ref().unwrap().active);
+    assert!(sim.state.backfill.is_empty());
+}
+
+#[test]
+fn the_recovery_is_not_over_while_pgs_are_held() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    // Every backfill that runs finishes: nothing moves, only held PGs are left.
+    let running: Vec<String> = sim
+        .cluster
+        .pgs
+        .iter()
+        .filter(|p| crate::backfill::plan::backfills(p))
+        .map(|p| p.pgid.clone())
+        .collect();
+    for id in running {
+        sim.cluster.finish(&id);
+    }
+    assert_eq!(sim.backfilling(), 0);
+    let obs = sim.obs(Some(48.0));
+    assert!(!obs.recovery_active(), "Ceph's counts say nothing recovers");
+    sim.now += 15.0;
+    sim.step(obs);
+    assert!(sim.state.recovery_active, "held PGs keep the recovery on");
+    assert!(!sim.events().contains(&"RECOVERY_FINISHED"));
+    // Released as N allows (9 at a time here), not all at once at "recovery end".
+    assert_eq!(sim.backfilling(), 9);
+    assert_eq!(sim.held(), 1);
+}
+
+#[test]
+fn at_n_1_still_over_the_bound_after_the_settle_time_the_pause_follows_with_the_holds_kept() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    // 200 ms: 6.25x the bound, N starts at 1.
+    to_the_lever(&mut sim, 200.0);
+    assert_eq!(sim.n(), Some(1));
+    sim.run_for(150, Some(200.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    assert_eq!(sim.n(), Some(1), "the N = 1 holds stay under the pause");
+    assert_eq!(sim.backfilling(), 1);
+    let esc = messages_of(&sim, "ESCALATE");
+    assert!(
+        esc.last().unwrap().starts_with("ESCALATE: rung 3 (backfill lever: at most 1 PGs backfilling at once) left client p99 write 200 ms over the last 1m > bound 32.0 ms for ")
+            && esc.last().unwrap().contains("escalating to rung 4 (pause nobackfill+norecover")
+            && esc.last().unwrap().ends_with("; the backfill lever's holds stay (at most 1 PGs backfilling at once)"),
+        "{esc:?}"
+    );
+    assert!(sim.commands.iter().any(|c| c == "osd set nobackfill"));
+    // The pause winds down to 0%: back to rung 3 at N = 1.
+    sim.run_for(20 * 60, Some(10.0));
+    assert!(sim.state.ladder.pause.is_none());
+    assert!(sim.state.ladder.rung <= LEVER_RUNG);
+}
+
+#[test]
+fn an_undersized_pg_releases_everything_at_once_and_suspends_the_bound() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.held(), 10);
+    sim.undersized = 1;
+    sim.now += 15.0;
+    let obs = sim.obs(Some(48.0));
+    sim.step(obs);
+    assert_eq!(sim.held(), 0, "{:#?}", sim.notes);
+    assert!(sim.state.ladder.lever.is_none());
+    assert_eq!(sim.state.phase, Phase::Suspended);
+    assert!(
+        sim.cluster.balancer.as_ref().unwrap().active,
+        "balancer back"
+    );
+    let lines = messages_of(&sim, "BACKFILL");
+    assert!(
+        lines.last().unwrap().contains("released 10 PGs (")
+            && lines
+                .last()
+                .unwrap()
+                .contains("redundancy at risk (1 PGs undersized): recovery first"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn require_min_compat_client_below_luminous_skips_rung_3_to_the_pause() {
+    let mut cluster = rebalance();
+    cluster.map.require_min_compat_client = "jewel".into();
+    let mut sim = LeverSim::new(lever_policy(), cluster);
+    sim.run_for(5 * 60, Some(48.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    assert_eq!(sim.held(), 0);
+    let skip = messages_of(&sim, "LADDER_SKIP");
+    assert!(
+        skip.iter().any(|s| s.starts_with(
+            "rung 3 (backfill lever) skipped: require_min_compat_client is jewel, below luminous"
+        ) && s.ends_with("the ladder goes on to the pause (rung 4)")),
+        "{skip:?}"
+    );
+    assert!(!sim.commands.iter().any(|c| c.contains("upmap")));
+}
+
+#[test]
+fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
+    let cluster = FakeUpmap {
+        pgs: pgs::parse(&fixture("upmap/10-logrecovery.ceph_pg_dump_pgs_brief.json")).unwrap(),
+        map: upmap::view(&fixture("upmap/10-logrecovery.ceph_osd_dump.json")).unwrap(),
+        ..rebalance()
+    };
+    let mut sim = LeverSim::new(lever_policy(), cluster);
+    // 19 PGs recovering from the log, one undersized: the bound is suspended anyway; without
+    // it, nothing backfills: nothing to hold.
+    sim.cluster.pgs.retain(|p| !p.has_state("undersized"));
+    for _ in 0..20 {
+        sim.now += 15.0;
+        let mut obs = sim.obs(Some(48.0));
+        obs.pgs_recovering = 19;
+        obs.degraded_objects = 100;
+        sim.step(obs);
+    }
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    let skip = messages_of(&sim, "LADDER_SKIP");
+    assert!(
+        skip.iter().any(|s| s.contains(
+            "no PG waits for or does backfill (recovery from the PG log, or degraded objects only)"
+        )),
+        "{skip:?}"
+    );
+}
+
+#[test]
+fn backfill_lever_off_skips_rung_3_and_says_so() {
+    let mut p = lever_policy();
+    p.ladder.backfill_lever = false;
+    let mut sim = LeverSim::new(p, rebalance());
+    sim.run_for(5 * 60, Some(48.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    let skip = messages_of(&sim, "LADDER_SKIP");
+    assert_eq!(
+        skip,
+        ["rung 3 (backfill lever) skipped: --enforcer.backfill-lever is off; the ladder goes on to the pause (rung 4)"]
+    );
+    assert!(sim
+        .commands
+        .iter()
+        .all(|c| !c.contains("upmap") && !c.contains("balancer")));
+}
+
+#[test]
+fn observe_mode_changes_nothing_and_says_what_it_would_have_held() {
+    let mut p = lever_policy();
+    p.mode = Mode::Observe;
+    let mut sim = LeverSim::new(p, rebalance());
+    to_the_lever(&mut sim, 36.0);
+    sim.run_for(120, Some(48.0));
+    assert!(sim.commands.is_empty());
+    assert_eq!(sim.backfilling(), 19);
+    assert!(sim.state.backfill.is_empty(), "nothing recorded as held");
+    let lines = messages_of(&sim, "BACKFILL");
+    assert!(
+        lines[0].starts_with("(observe mode) BACKFILL: would have held 10 PGs (")
+            && lines[0].ends_with(": rung 3 (backfill lever: at most 9 PGs backfilling at once); 19 PGs backfill now, 9 would; nothing was changed on the cluster"),
+        "{lines:?}"
+    );
+    assert!(messages_of(&sim, "ESCALATE")
+        .iter()
+        .all(|e| e.starts_with("(observe mode) would: ESCALATE")));
+    // Said again only when what it would do changes (N halved each period), not every cycle.
+    assert_eq!(lines.len(), 3, "{lines:?}");
+}
+
+#[test]
+fn a_hold_whose_record_cannot_be_stored_first_is_not_made() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.store_fails = true;
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.backfilling(), 19);
+    assert_eq!(sim.held(), 0, "nothing recorded for what was never added");
+    assert!(sim.state.backfill.balancer.is_none());
+    assert!(!sim.commands.iter().any(|c| c.contains("pg-upmap-items")));
+    let failed = messages_of(&sim, "ACTION_FAILED");
+    assert!(
+        failed[0].starts_with("FAILED BACKFILL: not changing the cluster: the state could not be stored first; no PG held"),
+        "{failed:?}"
+    );
+}
+
+#[test]
+fn shutdown_and_a_start_after_a_crash_release_exactly_ours_and_put_the_balancer_back() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.held(), 10);
+    // Someone changed one of ours since: it is theirs now, left alone.
+    let theirs = *sim.state.backfill.held.keys().next().unwrap();
+    sim.cluster
+        .map
+        .pg_upmap_items
+        .insert(theirs, vec![upmap::UpmapItem { from: 9, to: 8 }]);
+    // The state as a restart reads it.
+    let stored = EnforcerState::from_bytes(&sim.state.to_bytes().unwrap(), "test").unwrap();
+    assert_eq!(stored.backfill, sim.state.backfill);
+    let view = sim.view();
+    let (next, planned, lines) = super::lever::give_back(&sim.policy, &stored, &view, "START");
+    assert!(lines.is_empty(), "{lines:?}");
+    let planned = planned.expect("something to give back");
+    let Effect::Backfill(b) = &planned.effect else {
+        panic!("{planned:?}")
+    };
+    assert_eq!(b.release.len(), 9);
+    assert!(!b.release.contains(&theirs));
+    assert!(b.hold.is_empty());
+    assert!(matches!(
+        b.balancer,
+        BalancerStep::Restore { turn_on: true, .. }
+    ));
+    assert!(
+        planned.persist_first.is_none(),
+        "giving back needs nothing stored first"
+    );
+    // Carried out: nothing of ours left, the balancer back on, the record empty.
+    sim.state = next;
+    let outcome = sim.run(&planned.effect);
+    let after = apply_outcome(
+        &sim.policy,
+        &sim.obs(None),
+        sim.state.clone(),
+        &planned.effect,
+        &outcome,
+        sim.now,
+    );
+    assert!(after.next.backfill.is_empty(), "{:?}", after.next.backfill);
+    assert!(sim.cluster.balancer.as_ref().unwrap().active);
+    assert_eq!(
+        sim.cluster.map.pg_upmap_items.get(&theirs).map(Vec::len),
+        Some(1)
+    );
+    assert!(
+        after.records[0]
+            .message
+            .starts_with("BACKFILL: START: released 9 PGs ("),
+        "{:?}",
+        after.records
+    );
+    // Observe mode says so and touches nothing.
+    let mut observe = sim.policy.clone();
+    observe.mode = Mode::Observe;
+    let (_, planned, lines) = super::lever::give_back(&observe, &stored, &view, "SHUTDOWN");
+    assert!(planned.is_none());
+    assert!(
+        lines[0].contains("observe mode does not touch the cluster"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn blind_for_the_restore_time_releases_everything() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.held(), 10);
+    // Stale, but not for long: nothing held or released on old data.
+    let stale = |sim: &LeverSim| Observation {
+        stale: Some("collector status is down".into()),
+        ..sim.obs(Some(48.0))
+    };
+    for _ in 0..4 {
+        sim.now += 15.0;
+        let o = stale(&sim);
+        sim.step(o);
+    }
+    assert_eq!(sim.held(), 10);
+    // Blind for --enforcer.blind-restore-after (3m): everything back.
+    for _ in 0..10 {
+        sim.now += 15.0;
+        let o = stale(&sim);
+        sim.step(o);
+    }
+    assert_eq!(sim.held(), 0);
+    assert!(sim.cluster.balancer.as_ref().unwrap().active);
+    assert!(
+        messages_of(&sim, "BACKFILL")
+            .last()
+            .unwrap()
+            .contains("BLIND: no fresh data for 3m"),
+        "{:?}",
+        messages_of(&sim, "BACKFILL")
+    );
+}
+
+#[test]
+fn the_memory_of_n_is_the_most_the_next_recovery_starts_at() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.state.memory.held = Some(Held {
+        at: T0 - 86_400.0,
+        rung: LEVER_RUNG,
+        share: None,
+        n: Some(3),
+    });
+    to_the_lever(&mut sim, 40.0);
+    assert_eq!(sim.n(), Some(3));
+    let esc = messages_of(&sim, "ESCALATE");
+    assert!(
+        esc.last().unwrap().ends_with("(19 PGs backfill now; 3 held the bound in the last recovery of this cluster): PGs above 3 are held where their data is (pg-upmap-items), released as p99 allows"),
+        "{esc:?}"
+    );
+}
+
+#[test]
+fn a_lever_command_refused_for_a_cephx_grant_says_what_to_grant_and_the_pause_follows() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.refuse = true;
+    sim.run_for(2 * 60, Some(36.0));
+    let failed = messages_of(&sim, "ACTION_FAILED");
+    assert!(
+        failed[0].contains(r#"PERMISSION DENIED: Ceph refused `ceph osd pg-upmap-items 2.1` (EACCES): the cephx user this exporter runs as"#)
+            && failed[0].contains(r#"lacks mon 'allow command "osd pg-upmap-items"'"#),
+        "{failed:?}"
+    );
+    assert!(sim.state.refused.is_some(), "status says it");
+    assert!(sim.state.ladder.lever.is_none());
+    assert_eq!(failed.len(), 1, "not tried again: {failed:?}");
+    // Nothing was added: the balancer goes back, the record empties; then the pause.
+    sim.run_for(3 * 60, Some(36.0));
+    assert!(sim.state.backfill.is_empty(), "{:?}", sim.state.backfill);
+    assert!(sim.cluster.balancer.as_ref().unwrap().active);
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    assert!(messages_of(&sim, "LADDER_SKIP")
+        .iter()
+        .any(|s| s.contains("for lack of a cephx grant")));
+}
+
+#[test]
+fn a_memory_of_the_pause_gives_n_1_no_settle_time() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.state.memory.held = Some(Held {
+        at: T0 - 86_400.0,
+        rung: PAUSE_RUNG,
+        share: Some(0.5),
+        n: Some(1),
+    });
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.n(), Some(1), "the N that held under the pause");
+    sim.run_for(15, Some(36.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG, "{:?}", sim.state.ladder);
+    assert!(messages_of(&sim, "ESCALATE")
+        .last()
+        .unwrap()
+        .contains("the last recovery of this cluster needed the pause to hold the bound"));
+}
+
+#[test]
+fn an_entry_missing_from_a_map_that_cannot_show_it_yet_stays_recorded() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    let (id, planned_at) = sim
+        .state
+        .backfill
+        .held
+        .iter()
+        .map(|(id, h)| (*id, h.epoch))
+        .next()
+        .unwrap();
+    // A monitor that lags: the map it serves is the one the hold was planned from.
+    let mut lagging = sim.cluster.clone();
+    lagging.map.epoch = planned_at;
+    lagging.map.pg_upmap_items.remove(&id);
+    let fresh = std::mem::replace(&mut sim.cluster, lagging);
+    sim.now += 15.0;
+    let obs = sim.obs(Some(30.0));
+    sim.step(obs);
+    assert!(
+        sim.state.backfill.held.contains_key(&id),
+        "kept: the map cannot show it yet"
+    );
+    // A newer map without it: gone (never added, or removed): dropped.
+    sim.cluster = fresh;
+    sim.cluster.map.pg_upmap_items.remove(&id);
+    sim.cluster.map.epoch += 10;
+    sim.now += 15.0;
+    let obs = sim.obs(Some(30.0));
+    sim.step(obs);
+    assert!(!sim.state.backfill.held.contains_key(&id));
+}
