@@ -1182,8 +1182,10 @@ fn check_applied(
                     ctx.p99(p99),
                     fmt_ms(bound),
                     fmt_secs(age),
-                    if rung.starts_with("rung 4") || rung.starts_with("rung 3") {
+                    if rung.starts_with("rung 4") {
                         "the pause share follows p99 period by period".to_string()
+                    } else if rung.starts_with("rung 3") {
+                        "the backfill lever's N follows p99 period by period".to_string()
                     } else if policy.ladder.max_rung >= 2 {
                         format!(
                             "the ladder's next rung is tried once the rung held has had {}",
