@@ -287,7 +287,7 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     enc.sample(&[], v.next_change_allowed_in_seconds);
     enc.family(&gauge(
         "ceph_recovery_budget_ladder_rung",
-        "Escalation ladder rung the enforcer holds: 0 none, 1 throttle profile, 2 recovery limit, 3 duty-cycled pause (in observe mode: would hold).",
+        "Escalation ladder rung the enforcer holds: 0 none, 1 throttle profile, 2 recovery limit, 3 backfill lever, 4 duty-cycled pause (in observe mode: would hold).",
     ));
     enc.sample(&[], f64::from(v.ladder_rung));
     enc.family(&gauge(
@@ -295,6 +295,16 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
         "Share of each pause period the enforcer pauses recovery with nobackfill+norecover (0 when not on the pause rung).",
     ));
     enc.sample(&[], v.pause_share);
+    enc.family(&gauge(
+        "ceph_recovery_budget_backfill_limit",
+        "The backfill lever's N: at most this many PGs backfill at once, the others held where their data is with pg-upmap-items (0 when the lever is not in force; in observe mode: would be).",
+    ));
+    enc.sample(&[], v.backfill_limit.unwrap_or(0) as f64);
+    enc.family(&gauge(
+        "ceph_recovery_budget_backfill_held_pgs",
+        "PGs the enforcer holds with pg-upmap-items entries it added (its state lists them; released as N allows, on restore, on shutdown and at the next start). Never simulated holds.",
+    ));
+    enc.sample(&[], v.backfill_held as f64);
     enc.family(&gauge(
         "ceph_recovery_budget_paused",
         "1 while nobackfill+norecover set by the enforcer are in force (in observe mode: would be).",
@@ -640,5 +650,39 @@ mod backend_tests {
         let mut enc = Encoder::new();
         render_backend(&mut enc, None);
         assert!(enc.encode(Format::Text004).unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod backfill_lever_tests {
+    use super::*;
+    use crate::enforcer::Policy;
+
+    #[test]
+    fn the_backfill_levers_n_and_held_pgs_are_gauges() {
+        let mut v = EnforcerView::new(&Policy::default());
+        let text = |v: &EnforcerView| {
+            String::from_utf8(render_enforcer_section(v, Format::Text004).unwrap()).unwrap()
+        };
+        let off = text(&v);
+        assert!(
+            off.contains("\nceph_recovery_budget_backfill_limit 0\n"),
+            "{off}"
+        );
+        assert!(
+            off.contains("\nceph_recovery_budget_backfill_held_pgs 0\n"),
+            "{off}"
+        );
+        v.backfill_limit = Some(2);
+        v.backfill_held = 17;
+        let on = text(&v);
+        assert!(
+            on.contains("\nceph_recovery_budget_backfill_limit 2\n"),
+            "{on}"
+        );
+        assert!(
+            on.contains("\nceph_recovery_budget_backfill_held_pgs 17\n"),
+            "{on}"
+        );
     }
 }

@@ -1473,6 +1473,7 @@ pub fn rung_name(rung: u8) -> &'static str {
         0 => "no action",
         1 => "throttle profile",
         2 => "recovery limit",
+        3 => "backfill lever",
         _ => "pause",
     }
 }

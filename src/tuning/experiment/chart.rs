@@ -38,8 +38,18 @@ const NOTE_COLOUR: &str = "#666666";
 
 /// The enforcer's decisions that change something on the cluster (a rung, the pause, the
 /// operator's values back).
-const MARKED: [&str; 9] = [
-    "THROTTLE", "ESCALATE", "DESCEND", "PAUSE", "UNPAUSE", "RESTORE", "SUSPEND", "RESUME", "BLIND",
+const MARKED: [&str; 11] = [
+    "THROTTLE",
+    "ESCALATE",
+    "DESCEND",
+    "PAUSE",
+    "UNPAUSE",
+    "BACKFILL_LIMIT",
+    "RESTORE",
+    "SUSPEND",
+    "RESUME",
+    "BLIND",
+    "BACKFILL",
 ];
 
 /// Each row's colour: the enforced row black and thickest, the baseline grey.
