@@ -191,6 +191,7 @@ fn alerts_carry_severity_summary_description_and_a_runbook_section() {
         "RecoveryPauseFlagStuck",
         PAUSED_BY_ENFORCER,
         EXPORTER_DOWN_WHILE_PAUSED,
+        "RecoveryBudgetExporterDownWhileHoldingPGs",
     ]
     .into_iter()
     .collect();

@@ -297,6 +297,7 @@ fn the_ladder_climbs_to_the_pause_and_leaves_no_flag_behind_on_a_real_cluster() 
         std::env::temp_dir().join(format!("crb-lab-ladder-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&state_file);
     let _load = Load::start(900);
+    let balancer_before = ceph_json(&["balancer", "status"])["active"].clone();
     // A tiny baseline: every rung leaves p99 above the bound, so the whole ladder is climbed.
     let mut enforcer = start_enforcer_with(
         "enforce",
@@ -319,7 +320,9 @@ fn the_ladder_climbs_to_the_pause_and_leaves_no_flag_behind_on_a_real_cluster() 
         running_profile(0) == "custom"
             && running_value(0, "osd_mclock_scheduler_background_recovery_lim") == "300"
     });
-    // Rung 3: the pause flags, set by the enforcer and listed in its state file first.
+    // Rung 3, the backfill lever, holds PGs (when this rebalance backfills) or is skipped with the
+    // reason (when it recovers from the PG log); then rung 4: the pause flags, set by the
+    // enforcer and listed in its state file first.
     wait_until(Duration::from_secs(120), "nobackfill+norecover set", || {
         let f = osd_flags();
         f.contains(&"nobackfill".to_string()) && f.contains(&"norecover".to_string())
@@ -342,14 +345,23 @@ fn the_ladder_climbs_to_the_pause_and_leaves_no_flag_behind_on_a_real_cluster() 
     });
     assert_eq!(
         m.get("ceph_recovery_budget_ladder_rung"),
-        Some(3.0),
+        Some(4.0),
         "{}",
         m.text
     );
     let (_, decisions) = enforcer.get("/decisions");
     assert!(
-        decisions.contains("escalating to rung 3 (pause nobackfill+norecover"),
+        decisions.contains("escalating to rung 4 (pause nobackfill+norecover"),
         "{decisions}"
+    );
+    let lever_held = decisions.contains("escalating to rung 3 (backfill lever");
+    assert!(
+        lever_held || decisions.contains("rung 3 (backfill lever) skipped: "),
+        "rung 3 neither entered nor skipped with a reason: {decisions}"
+    );
+    eprintln!(
+        "rung 3 on this rebalance: {}",
+        if lever_held { "entered" } else { "skipped" }
     );
     // Stopped while pausing (SIGTERM): it unsets its own flags, never the operator's noout.
     ceph(&["osd", "set", "noout"]);
@@ -366,6 +378,20 @@ fn the_ladder_climbs_to_the_pause_and_leaves_no_flag_behind_on_a_real_cluster() 
     assert!(flags.contains(&"noout".to_string()), "{flags:?}");
     ceph(&["osd", "unset", "noout"]);
     drop(enforcer);
+    // ... and gives back every PG its backfill lever held, and the balancer as it was.
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state_file).expect("state file"))
+            .expect("state JSON");
+    assert_eq!(
+        saved["backfill"]["held"],
+        serde_json::json!({}),
+        "PGs still held after SIGTERM: {saved:#}"
+    );
+    assert_eq!(
+        ceph_json(&["balancer", "status"])["active"],
+        balancer_before,
+        "the balancer is not as it was"
+    );
 
     lab(&["rebalance-stop"]);
     lab(&["wait-clean", "900"]);
