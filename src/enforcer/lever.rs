@@ -15,6 +15,7 @@ use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
 use super::state::{EnforcerState, Held};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget};
+use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
 
@@ -314,7 +315,13 @@ pub(super) fn plan_effect(
     let n = next.ladder.lever.as_ref().map(|l| l.n);
     let (mut hold, release, forget, why, refusal) = match (&give_back, n) {
         (None, Some(n)) => {
-            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
+            let mut p = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
+            let on_the_way = releases_on_the_way(next, &v.pgs, ctx.now);
+            p.release = cap_releases(p.release, &v.pgs, p.backfilling + on_the_way, n);
+            if let Some(l) = next.ladder.lever.as_mut() {
+                l.releasing
+                    .extend(p.release.iter().map(|id| (*id, ctx.now)));
+            }
             let why = match &p.refusal {
                 Some(r) => format!("the backfill lever stands down: {r}"),
                 None => lever_name(Some(n)),
@@ -386,6 +393,54 @@ pub(super) fn plan_effect(
         );
     }
     planned(effect)
+}
+
+/// How long a released PG may take to show backfill before it no longer counts as on its way.
+const RELEASE_SETTLES: f64 = 60.0;
+
+/// PGs released that `pg dump` does not show backfilling (nor clean) yet: peering, activating.
+/// They take their place among the N; the others are forgotten.
+fn releases_on_the_way(next: &mut EnforcerState, pgs: &[PgBrief], now: f64) -> usize {
+    let held = &next.backfill.held;
+    let Some(lever) = next.ladder.lever.as_mut() else {
+        return 0;
+    };
+    lever.releasing.retain(|id, at| {
+        now - *at < RELEASE_SETTLES
+            && !held.contains_key(id)
+            && pgs
+                .iter()
+                .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
+                .is_some_and(|p| {
+                    let clean = p.has_state("active") && p.has_state("clean");
+                    !(backfill::plan::backfills(p) || clean)
+                })
+    });
+    lever.releasing.len()
+}
+
+/// The plan's releases, fewer when PGs released before are still on their way to backfill
+/// (`busy` counts them with those backfilling). A held PG that lost redundancy always goes.
+fn cap_releases(release: Vec<PgId>, pgs: &[PgBrief], busy: usize, n: usize) -> Vec<PgId> {
+    let urgent = |id: &PgId| {
+        pgs.iter()
+            .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
+            .is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
+    };
+    let mut room = n.saturating_sub(busy);
+    release
+        .into_iter()
+        .filter(|id| {
+            if urgent(id) {
+                true
+            } else if room > 0 {
+                room -= 1;
+                true
+            } else {
+                false
+            }
+        })
+        .collect()
 }
 
 /// The effect with what must be stored before it (a hold, the balancer's state before it is

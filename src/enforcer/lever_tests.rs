@@ -53,6 +53,9 @@ struct LeverSim {
     undersized: u64,
     /// Ceph refuses pg-upmap-items for lack of a cephx grant (EACCES).
     refuse: bool,
+    /// A released PG peers (no backfill word in `pg dump`) until the test says otherwise, as
+    /// on the lab for a few seconds.
+    peer_first: bool,
 }
 
 impl LeverSim {
@@ -67,6 +70,7 @@ impl LeverSim {
             store_fails: false,
             undersized: 0,
             refuse: false,
+            peer_first: false,
         }
     }
 
@@ -136,6 +140,12 @@ impl LeverSim {
                 for id in &b.release {
                     self.commands.push(format!("osd rm-pg-upmap-items {id}"));
                     self.cluster.release(*id);
+                    if self.peer_first {
+                        let pgid = id.to_string();
+                        if let Some(pg) = self.cluster.pgs.iter_mut().find(|p| p.pgid == pgid) {
+                            pg.state = "remapped+peering".to_string();
+                        }
+                    }
                     released.push((*id, Ok(())));
                 }
                 let mut balancer = Vec::new();
@@ -740,4 +750,64 @@ fn an_entry_missing_from_a_map_that_cannot_show_it_yet_stays_recorded() {
     let obs = sim.obs(Some(30.0));
     sim.step(obs);
     assert!(!sim.state.backfill.held.contains_key(&id));
+}
+
+#[test]
+fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.peer_first = true;
+    to_the_lever(&mut sim, 130.0);
+    assert_eq!(sim.n(), Some(1));
+    // Within the bound but not low enough to raise N: N stays 1.
+    sim.run_for(15, Some(25.0));
+    let held = sim.held();
+    assert!(held >= 10, "{held}");
+    let finish_running = |sim: &mut LeverSim| {
+        let running: Vec<String> = sim
+            .cluster
+            .pgs
+            .iter()
+            .filter(|p| crate::backfill::plan::backfills(p))
+            .map(|p| p.pgid.clone())
+            .collect();
+        for id in running {
+            sim.cluster.finish(&id);
+        }
+    };
+    // Nothing backfills any more: one held PG is released, and peers.
+    finish_running(&mut sim);
+    sim.run_for(15, Some(25.0));
+    assert_eq!(sim.held(), held - 1);
+    let released: Vec<String> = sim
+        .cluster
+        .pgs
+        .iter()
+        .filter(|p| p.state == "remapped+peering")
+        .map(|p| p.pgid.clone())
+        .collect();
+    assert_eq!(released.len(), 1, "{released:?}");
+    // While it peers, `pg dump` shows nothing backfilling; it still takes the one place.
+    sim.run_for(45, Some(25.0));
+    assert_eq!(sim.held(), held - 1, "{:#?}", messages_of(&sim, "BACKFILL"));
+    // It backfills: still one at a time, and it is not held back.
+    if let Some(pg) = sim.cluster.pgs.iter_mut().find(|p| p.pgid == released[0]) {
+        pg.state = "active+remapped+backfilling".to_string();
+    }
+    sim.run_for(30, Some(25.0));
+    assert_eq!(sim.held(), held - 1);
+    assert_eq!(sim.backfilling(), 1);
+    // Done: the next one goes.
+    finish_running(&mut sim);
+    sim.run_for(15, Some(25.0));
+    assert_eq!(sim.held(), held - 2);
+    // Never a release followed by a hold of the same PGs.
+    let moves = messages_of(&sim, "BACKFILL");
+    assert_eq!(
+        moves
+            .iter()
+            .filter(|m| m.starts_with("BACKFILL: held"))
+            .count(),
+        1,
+        "{moves:#?}"
+    );
 }

@@ -327,7 +327,7 @@ impl RunningEnforcer for FakeEnforcer {
             match path {
                 "/metrics" => Ok(format!(
                     "# HELP ceph_recovery_budget_ladder_rung Escalation ladder rung.\n# TYPE ceph_recovery_budget_ladder_rung gauge\nceph_recovery_budget_ladder_rung {}\nceph_recovery_budget_paused {}\nceph_recovery_budget_paused_seconds 95\n",
-                    if busy { 3 } else { 0 },
+                    if busy { 4 } else { 0 },
                     u8::from(busy)
                 )),
                 "/api/status" => Ok(format!(
@@ -587,7 +587,7 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
         Some("high_client_ops".into())
     );
     let e = r.enforcer.as_ref().unwrap();
-    assert_eq!(e.top_rung, 3);
+    assert_eq!(e.top_rung, 4);
     assert_eq!(e.paused_seconds, Some(95.0));
     assert!(e.idle_after_recovery);
     // Oldest first.
@@ -596,7 +596,7 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
     assert!(r
         .notes
         .iter()
-        .any(|n| n == "enforced (2x): ladder reached rung 3 (pause), paused 1m35s in total; decisions below"),
+        .any(|n| n == "enforced (2x): ladder reached rung 4 (pause), paused 1m35s in total; decisions below"),
         "{:#?}", r.notes);
     assert!(r.not_restored.is_empty());
     assert_eq!(
@@ -664,7 +664,7 @@ async fn every_row_runs_in_order_and_the_cluster_is_put_back() {
             .starts_with("balanced: recovering for 30s, 3000 objects degraded + misplaced left")),
         "{lines:#?}"
     );
-    assert!(lines.iter().any(|l| l.contains("enforcer rung up to 3")));
+    assert!(lines.iter().any(|l| l.contains("enforcer rung up to 4")));
 }
 
 #[tokio::test(start_paused = true)]
