@@ -20,11 +20,10 @@ use crate::units::{fmt_ms, fmt_secs};
 
 type DecisionNotes = Vec<DecisionRecord>;
 
-pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
-pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
-pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
-pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
-pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
+pub use super::types::{
+    rung2_keys, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE,
+    RECOVERY_SLEEP,
+};
 /// A rung whose p99 is this much above the p99 that led to it made things worse.
 const WORSE: f64 = 1.2;
 
@@ -36,16 +35,6 @@ pub(super) fn pushed_and_held(state: &EnforcerState, key: &str) -> bool {
             .applied
             .as_ref()
             .is_some_and(|a| a.values.contains_key(key))
-}
-
-/// Every key rung 2 may set, for reading the config database.
-pub fn rung2_keys() -> [&'static str; 4] {
-    [
-        MCLOCK_RECOVERY_LIM,
-        MCLOCK_RECOVERY_RES,
-        RECOVERY_SLEEP,
-        RECOVERY_MAX_ACTIVE,
-    ]
 }
 
 /// The memory's name for rung 2's lever on op queue `q` (the limit under mClock and the sleep

@@ -258,7 +258,7 @@ pub(super) fn end(next: &mut EnforcerState, now: f64) {
         next.ladder.acted.remove(&LEVER_RUNG);
         if next.ladder.rung == LEVER_RUNG {
             next.ladder.rung = if next.applied.as_ref().is_some_and(|a| {
-                super::ladder::rung2_keys()
+                super::types::rung2_keys()
                     .iter()
                     .any(|k| a.values.contains_key(*k))
             }) {

@@ -2,6 +2,23 @@
 
 use serde::Serialize;
 
+pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
+pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
+pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
+pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
+pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
+
+/// Every key rung 2 may set, for reading the config database (here, not in `ladder`, so that
+/// `lever`, which `ladder` imports, can tell whether rung 2 is in force).
+pub fn rung2_keys() -> [&'static str; 4] {
+    [
+        MCLOCK_RECOVERY_LIM,
+        MCLOCK_RECOVERY_RES,
+        RECOVERY_SLEEP,
+        RECOVERY_MAX_ACTIVE,
+    ]
+}
+
 /// Unix time in seconds. Pure code gets it passed in; only the clock adapter reads it.
 pub type Time = f64;
 
