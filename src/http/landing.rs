@@ -20,7 +20,7 @@ const RUNBOOK_TEXT: &str = include_str!("../../docs/runbook.md");
 
 /// Every alert of alerts/ceph-recovery-budget.alerts.yml, in the file's order; each has a
 /// `## <name>` section in the runbook (a test checks both).
-pub const ALERTS: [&str; 11] = [
+pub const ALERTS: [&str; 12] = [
     "RecoveryLatencyBudgetExceeded",
     "RecoveryLatencyBudgetSuspended",
     "RecoveryBudgetCollectorDown",
@@ -32,6 +32,7 @@ pub const ALERTS: [&str; 11] = [
     "CephRecoveryStalled",
     "RecoveryPausedByEnforcer",
     "RecoveryBudgetExporterDownWhilePaused",
+    "RecoveryBudgetExporterDownWhileHoldingPGs",
 ];
 
 /// RecoveryPausedByEnforcerTooLong fires past this much pause in one recovery.
