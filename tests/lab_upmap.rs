@@ -158,16 +158,18 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
     assert!(dry.status.success(), "dry run failed");
     assert!(!record.exists(), "a dry run writes no record");
 
-    let held = crb(&[
-        "backfill",
-        "hold",
-        "--max-backfills",
-        "1",
-        "--record",
-        &r,
-        "--apply",
-    ]);
-    assert!(held.status.success(), "hold failed");
+    let hold_step = || {
+        crb(&[
+            "backfill",
+            "hold",
+            "--max-backfills",
+            "1",
+            "--record",
+            &r,
+            "--apply",
+        ])
+    };
+    assert!(hold_step().status.success(), "hold failed");
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&record).expect("record written")).expect("JSON");
     assert!(
@@ -186,16 +188,7 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
         }
         std::thread::sleep(Duration::from_secs(3));
         steps += 1;
-        let again = crb(&[
-            "backfill",
-            "hold",
-            "--max-backfills",
-            "1",
-            "--record",
-            &r,
-            "--apply",
-        ]);
-        assert!(again.status.success(), "hold step {steps} failed");
+        assert!(hold_step().status.success(), "hold step {steps} failed");
         false
     });
     eprintln!("at most one PG backfills after {steps} hold steps");
