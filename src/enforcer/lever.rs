@@ -408,24 +408,25 @@ fn releases_on_the_way(next: &mut EnforcerState, pgs: &[PgBrief], now: f64) -> u
     lever.releasing.retain(|id, at| {
         now - *at < RELEASE_SETTLES
             && !held.contains_key(id)
-            && pgs
-                .iter()
-                .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
-                .is_some_and(|p| {
-                    let clean = p.has_state("active") && p.has_state("clean");
-                    !(backfill::plan::backfills(p) || clean)
-                })
+            && pg_of(pgs, id).is_some_and(|p| {
+                let clean = p.has_state("active") && p.has_state("clean");
+                !(backfill::plan::backfills(p) || clean)
+            })
     });
     lever.releasing.len()
+}
+
+/// `pg dump`'s line of PG `id`.
+fn pg_of<'a>(pgs: &'a [PgBrief], id: &PgId) -> Option<&'a PgBrief> {
+    pgs.iter()
+        .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
 }
 
 /// The plan's releases, fewer when PGs released before are still on their way to backfill
 /// (`busy` counts them with those backfilling). A held PG that lost redundancy always goes.
 fn cap_releases(release: Vec<PgId>, pgs: &[PgBrief], busy: usize, n: usize) -> Vec<PgId> {
     let urgent = |id: &PgId| {
-        pgs.iter()
-            .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
-            .is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
+        pg_of(pgs, id).is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
     };
     let mut room = n.saturating_sub(busy);
     release
