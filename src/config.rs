@@ -219,6 +219,12 @@ fn resolve_ladder(
     let (recovery_limits, _) = m.recovery_limits.get()?;
     let (recovery_sleeps, _) = m.recovery_sleeps.get()?;
     let (descend_below, _) = m.descend_below.get()?;
+    let (aim, aim_origin) = m.aim.get()?;
+    if aim <= descend_below {
+        return Err(invalid(&aim_origin, format!(
+            "aim {aim} must be above descend_below {descend_below}: the ladder releases below descend_below x the bound and steps up above aim x the bound"
+        )));
+    }
     let (period, pp_origin) = m.pause_period.get()?;
     if period.0 < interval * 4 {
         return Err(invalid(&pp_origin, format!(
@@ -236,12 +242,14 @@ fn resolve_ladder(
         recovery_limits: recovery_limits.0,
         recovery_sleeps,
         descend_below,
+        aim,
         pause: PausePolicy {
             period: period.0.as_secs_f64(),
             start_share: d.pause.start_share.min(max_share),
             step: d.pause.step,
             max_share,
             lower: descend_below,
+            aim,
             max_total: max_total.0.as_secs_f64(),
             tick: interval.as_secs_f64(),
         },
@@ -320,6 +328,7 @@ fn resolve_policy(m: &Merged, interval: Duration) -> Result<Policy, ConfigError>
         on_exit: m.on_exit.get()?.0,
         exit_timeout: m.exit_timeout.get()?.0 .0,
         blind_restore_after: blind_restore_after.0,
+        memory: m.memory.get()?.0 == crate::enforcer::policy::OnOff::On,
     })
 }
 
@@ -588,6 +597,11 @@ mod tests {
                 vec!["four collection intervals"],
             ),
             ("enforcer:\n  descend_below: 1.2\n", vec!["between 0 and 1"]),
+            ("enforcer:\n  aim: 1.1\n", vec!["aim 1.1", "at most 1"]),
+            (
+                "enforcer:\n  aim: 0.6\n",
+                vec!["aim 0.6 must be above descend_below 0.7", "line 2"],
+            ),
         ] {
             let err = resolve(yaml, &Flags::default()).unwrap_err().to_string();
             for w in words {

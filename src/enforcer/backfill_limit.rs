@@ -33,6 +33,8 @@ pub struct LeverPolicy {
     pub period: f64,
     /// Fraction of the bound under which N is raised.
     pub lower: f64,
+    /// Fraction of the bound above which N is lowered (`LadderPolicy::aim`).
+    pub aim: f64,
     /// Seconds at N = 1 above the bound before the pause is next (the ladder's settle time).
     pub settle: f64,
 }
@@ -122,22 +124,21 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
     let before = next.n;
     let p99 = |p: f64| crate::units::fmt_ms(p);
     match input.p99 {
-        Some(p) if p > input.bound => {
+        Some(p) if p > input.bound * policy.aim => {
+            let over = super::pause::over_what(p, input.bound, policy.aim);
             if let Some(prev) = next.raised_from.take() {
                 next.n = prev;
                 next.ceiling = Some(prev);
                 step.note = Some(format!(
-                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the bound ({} > {}), so {prev} is the most for this recovery",
+                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the {over} ({}), so {prev} is the most for this recovery",
                     p99(p),
-                    p99(input.bound)
                 ));
             } else if next.n > 1 {
                 next.n = (next.n / 2).max(1);
                 step.note = Some(format!(
-                    "at most {before} -> {} PGs backfilling at once: client p99 write {} still above the bound {} ({:.1}x)",
+                    "at most {before} -> {} PGs backfilling at once: client p99 write {} still above the {over} ({:.1}x the bound)",
                     next.n,
                     p99(p),
-                    p99(input.bound),
                     p / input.bound
                 ));
             } else if next.at_one_since.is_some_and(|t| now - t >= policy.settle) {
@@ -207,6 +208,7 @@ mod tests {
         LeverPolicy {
             period: 60.0,
             lower: 0.7,
+            aim: 1.0,
             settle: 60.0,
         }
     }
@@ -218,6 +220,29 @@ mod tests {
             bound: BOUND,
             held,
         }
+    }
+
+    #[test]
+    fn over_the_aim_halves_n_though_within_the_bound() {
+        let aimed = LeverPolicy { aim: 0.9, ..lp() };
+        let st = lever_step(
+            &aimed,
+            &LeverState::start(4, 0.0),
+            &input(60.0, Some(95.0), 5),
+        );
+        assert_eq!(st.next.unwrap().n, 2);
+        assert_eq!(
+            st.note.as_deref(),
+            Some("at most 4 -> 2 PGs backfilling at once: client p99 write 95.0 ms still above the aim 90.0 ms (90% of the bound 100 ms) (0.9x the bound)")
+        );
+        // At or below the aim and above the lower threshold: N holds, and it held.
+        let st = lever_step(
+            &aimed,
+            &LeverState::start(4, 0.0),
+            &input(60.0, Some(85.0), 5),
+        );
+        assert_eq!(st.next.unwrap().n, 4);
+        assert_eq!(st.held, Some(4));
     }
 
     #[test]
@@ -245,7 +270,7 @@ mod tests {
         let n = st.next.unwrap();
         assert_eq!(n.n, 4);
         assert!(
-            st.note.unwrap().starts_with("at most 8 -> 4 PGs backfilling at once: client p99 write 300 ms still above the bound 100 ms (3.0x)")
+            st.note.unwrap().starts_with("at most 8 -> 4 PGs backfilling at once: client p99 write 300 ms still above the bound 100 ms (3.0x the bound)")
         );
         let st = lever_step(&lp(), &n, &input(120.0, Some(50.0), 5));
         assert_eq!(st.held, Some(4));

@@ -175,11 +175,26 @@ fn changes_back(state: &EnforcerState, obs: &Observation) -> Vec<Change> {
 /// in the order to run them: the pause flags coming off first (that never waits for a config
 /// change), then the config change, then the pause flags going on.
 pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Decision {
+    // `--enforcer.memory off`: decided as if nothing were remembered about this cluster, and
+    // what is remembered is handed on untouched (an experiment row must not change it).
+    let forgetful;
+    let seen = if policy.memory {
+        state
+    } else {
+        forgetful = EnforcerState {
+            memory: Default::default(),
+            ..state.clone()
+        };
+        &forgetful
+    };
     let Core {
         action,
         notes,
-        next,
-    } = decide_core(policy, obs, state, now);
+        mut next,
+    } = decide_core(policy, obs, seen, now);
+    if !policy.memory {
+        next.memory = state.memory.clone();
+    }
     let was_paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
     let flags = flags::plan(policy, was_paused, &next);
     let mut effects = Vec::new();

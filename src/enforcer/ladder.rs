@@ -569,7 +569,10 @@ pub(super) fn climb(
         return None;
     };
     let held = now - l.since;
-    if p99 > bound {
+    // Judged against the aim below the bound (`LadderPolicy::aim`): the OSDs' p99 misses the
+    // client's own share of its latency.
+    if p99 > bound * lp.aim {
+        let over = super::pause::over_what(p99, bound, lp.aim);
         next.ladder.below_since = None;
         // The last recovery of this cluster needed a higher rung: no waiting on this one.
         let needed = state
@@ -647,9 +650,8 @@ pub(super) fn climb(
                     };
                     notes.push(ctx.record(DecisionEvent::LadderTop,
                         format!(
-                            "{name} left {} > bound {} after {}; no stronger rung ({why}): holding it",
+                            "{name} left {} > {over} after {}; no stronger rung ({why}): holding it",
                             ctx.p99(p99),
-                            fmt_ms(bound),
                             fmt_secs(held)
                         ),
                     ));
@@ -693,9 +695,8 @@ pub(super) fn climb(
                     }
                 }
                 let from = format!(
-                    "{name} left {} > bound {} after {}",
+                    "{name} left {} > {over} after {}",
                     ctx.p99(p99),
-                    fmt_ms(bound),
                     fmt_secs(held)
                 );
                 if to_rung == LEVER_RUNG {
@@ -745,9 +746,8 @@ pub(super) fn climb(
                     ActionKind::Escalate,
                     changes_to(&values, obs),
                     format!(
-                        "{name} left {} > bound {} after {}; escalating to {}",
+                        "{name} left {} > {over} after {}; escalating to {}",
                         ctx.p99(p99),
-                        fmt_ms(bound),
                         fmt_secs(held),
                         rung_name(policy, q, rung, step, None)
                     ),

@@ -37,6 +37,7 @@ pub(super) fn lever_policy(policy: &Policy) -> LeverPolicy {
     LeverPolicy {
         period: policy.latency_window.as_secs_f64(),
         lower: policy.ladder.descend_below,
+        aim: policy.ladder.aim,
         settle: policy.ladder.settle.as_secs_f64(),
     }
 }

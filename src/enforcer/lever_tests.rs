@@ -322,7 +322,7 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
     assert_eq!(sim.backfilling(), 4);
     let lim = messages_of(&sim, "BACKFILL_LIMIT");
     assert!(
-        lim[0].starts_with("BACKFILL_LIMIT at most 9 -> 4 PGs backfilling at once: client p99 write 48.0 ms still above the bound 32.0 ms (1.5x)"),
+        lim[0].starts_with("BACKFILL_LIMIT at most 9 -> 4 PGs backfilling at once: client p99 write 48.0 ms still above the bound 32.0 ms (1.5x the bound)"),
         "{lim:?}"
     );
     // One window later the move is judged.

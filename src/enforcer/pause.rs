@@ -14,6 +14,24 @@ use serde::{Deserialize, Serialize};
 
 use super::types::Time;
 
+/// The fraction of the bound the ladder steers p99 to once it acts (`--enforcer.aim`).
+pub const DEFAULT_AIM: f64 = 0.9;
+
+/// What p99 was judged against when it was too high, for the decision log: the bound itself
+/// when p99 is over it, else the aim below it.
+pub fn over_what(p99: f64, bound: f64, aim: f64) -> String {
+    if p99 > bound || aim >= 1.0 {
+        format!("bound {}", crate::units::fmt_ms(bound))
+    } else {
+        format!(
+            "aim {} ({:.0}% of the bound {})",
+            crate::units::fmt_ms(bound * aim),
+            aim * 100.0,
+            crate::units::fmt_ms(bound)
+        )
+    }
+}
+
 /// The flags a pause sets (and the only ones the enforcer ever unsets: its own).
 pub const PAUSE_FLAGS: [&str; 2] = ["nobackfill", "norecover"];
 
@@ -29,6 +47,8 @@ pub struct PausePolicy {
     pub max_share: f64,
     /// Fraction of the bound under which the pause is reduced (hysteresis).
     pub lower: f64,
+    /// Fraction of the bound above which the share is raised ([`DEFAULT_AIM`]).
+    pub aim: f64,
     /// Total pause per recovery, seconds; then the rung gives up and says so.
     pub max_total: f64,
     /// Seconds between two decisions (the collection interval): the flags stay as they are
@@ -44,6 +64,7 @@ impl Default for PausePolicy {
             step: 0.1,
             max_share: 0.8,
             lower: 0.7,
+            aim: DEFAULT_AIM,
             max_total: 1800.0,
             tick: 15.0,
         }
@@ -235,7 +256,7 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         let before = next.share;
         let mut why = String::new();
         match input.p99 {
-            Some(p) if p > input.bound => {
+            Some(p) if p > input.bound * policy.aim => {
                 if let Some(prev) = next.lowered_from.take() {
                     // The last reduction let p99 back over: return to the share that held and
                     // stay there for this recovery.
@@ -246,12 +267,12 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
                         prev * 100.0
                     );
                 } else {
-                    let k = steps_for(p / input.bound);
+                    let k = steps_for(p / (input.bound * policy.aim));
                     next.share = (next.share + policy.step * k).min(policy.max_share);
                     if k > 1.0 {
                         why = format!(
-                            "; {:.1}x over the bound: {k:.0} steps of {:.0}%",
-                            p / input.bound,
+                            "; {:.1}x over the aim: {k:.0} steps of {:.0}%",
+                            p / (input.bound * policy.aim),
                             policy.step * 100.0
                         );
                     }
@@ -292,12 +313,17 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         }
         if next.share != before {
             note = Some(format!(
-                "pause share {:.0}% -> {:.0}% of each {:.0} s: p99 {} vs bound {}{why}{}",
+                "pause share {:.0}% -> {:.0}% of each {:.0} s: p99 {} vs bound {}{}{why}{}",
                 before * 100.0,
                 next.share * 100.0,
                 policy.period,
                 fmt_over(input.p99, input.window),
                 fmt(Some(input.bound)),
+                if policy.aim < 1.0 {
+                    format!(" (aim {:.0}% of it)", policy.aim * 100.0)
+                } else {
+                    String::new()
+                },
                 if next.share >= policy.max_share {
                     " (at the maximum: recovery keeps progressing)"
                 } else {
@@ -369,6 +395,7 @@ mod tests {
         PausePolicy {
             period: 30.0,
             tick: 5.0,
+            aim: 1.0,
             ..PausePolicy::default()
         }
     }
@@ -429,7 +456,7 @@ mod tests {
         assert_eq!(state.unwrap().share, 0.8);
         assert!(
             notes[0].starts_with(
-                "pause share 30% -> 60% of each 30 s: p99 200 ms over the last 5m vs bound 90.0 ms; 2.2x over the bound: 3 steps of 10%"
+                "pause share 30% -> 60% of each 30 s: p99 200 ms over the last 5m vs bound 90.0 ms; 2.2x over the aim: 3 steps of 10%"
             ),
             "{notes:?}"
         );
@@ -437,6 +464,22 @@ mod tests {
             notes.iter().any(|n| n.contains("at the maximum")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn just_under_the_bound_but_over_the_aim_the_share_still_grows() {
+        // 85 ms against a 90 ms bound: within the bound, but the OSDs' p99 misses the client's
+        // own share of its latency, and clients would sit just over the bound.
+        let aimed = PausePolicy { aim: 0.9, ..pp() };
+        let (_, state, notes) = run(&aimed, 59, |_| 85.0);
+        assert_eq!(state.unwrap().share, 0.4, "{notes:?}");
+        assert!(
+            notes[0].contains("vs bound 90.0 ms (aim 90% of it)"),
+            "{notes:?}"
+        );
+        // Between the lower threshold and the aim, the share holds.
+        let (_, state, _) = run(&aimed, 59, |_| 70.0);
+        assert_eq!(state.unwrap().share, 0.3);
     }
 
     #[test]

@@ -154,6 +154,9 @@ pub struct Policy {
     /// Blind (observations stale or failing) for this long: the operator's originals go back,
     /// as the mgr prometheus module fails open on a stale cache; judged afresh once it sees.
     pub blind_restore_after: Duration,
+    /// `--enforcer.memory`: false = decisions ignore what is remembered about this cluster
+    /// (`EnforcerState::memory`), and leave it as it was.
+    pub memory: bool,
 }
 
 /// The escalation ladder above the throttle (issue #7).
@@ -174,6 +177,11 @@ pub struct LadderPolicy {
     pub recovery_sleeps: Vec<f64>,
     /// Going down needs p99 below this fraction of the bound for `settle` (hysteresis).
     pub descend_below: f64,
+    /// Once the ladder acts, it steers p99 to this fraction of the bound: a rung, N or share
+    /// that leaves p99 above it is not enough. The OSDs' op_w_latency misses the client's own
+    /// share (network, messenger, client queue): on the lab it read 5-15% below fio's p99 for
+    /// the same windows, so steering to the bound itself left clients just over it.
+    pub aim: f64,
     pub pause: super::pause::PausePolicy,
 }
 
@@ -188,6 +196,7 @@ impl Default for LadderPolicy {
             recovery_limits: Vec::new(),
             recovery_sleeps: vec![0.2, 0.5, 1.0],
             descend_below: 0.7,
+            aim: super::pause::DEFAULT_AIM,
             pause: super::pause::PausePolicy::default(),
         }
     }
@@ -221,6 +230,7 @@ impl Default for Policy {
             on_exit: OnExit::Restore,
             exit_timeout: Duration::from_secs(20),
             blind_restore_after: Duration::from_secs(180),
+            memory: true,
         }
     }
 }

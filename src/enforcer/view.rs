@@ -399,6 +399,11 @@ pub fn memory_lines(
             fmt_when(h.at, now)
         ));
     }
+    if !policy.memory && !out.is_empty() {
+        for line in &mut out {
+            *line = format!("{line} (ignored: --enforcer.memory off)");
+        }
+    }
     out
 }
 

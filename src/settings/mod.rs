@@ -441,6 +441,23 @@ declare_settings! {
             check: check_descend_below,
             note: "between 0 and 1",
         }
+        aim: f64 {
+            flag: "enforcer.aim",
+            key: "aim",
+            value_name: "FRACTION",
+            help: "Once the ladder acts, it steers client p99 to this fraction of the bound: a rung, backfill N or pause share that leaves p99 above it is not enough (the OSDs' op_w_latency misses the client's network and queue time: 5-15% below fio's p99 on the lab)",
+            default(LadderPolicy::default().aim => "0.9"),
+            check: check_aim,
+            note: "above descend_below, at most 1",
+        }
+        memory: OnOff {
+            flag: "enforcer.memory",
+            key: "memory",
+            value_name: "on|off",
+            help: "What the enforcer learned about this cluster (a lever that made p99 worse, the rung, N or share that held the bound in the last recovery), kept in the lease object: on = used and updated; off = each recovery starts from the breach alone and the memory is left as it was (`experiment` runs each enforced row so, to compare rows)",
+            default(OnOff::On => "on"),
+            note: "",
+        }
         pause_period: HumanDuration {
             flag: "enforcer.pause-period",
             key: "pause_period",
@@ -701,6 +718,13 @@ fn check_recovery_sleeps(sleeps: &Vec<f64>) -> Result<(), String> {
 fn check_descend_below(fraction: &f64) -> Result<(), String> {
     if !(*fraction > 0.0 && *fraction < 1.0) {
         return Err(format!("descend_below {fraction} must be a fraction of the bound between 0 and 1 (0.7: a rung comes off once p99 stays below 70% of the bound)"));
+    }
+    Ok(())
+}
+
+fn check_aim(fraction: &f64) -> Result<(), String> {
+    if !(*fraction > 0.0 && *fraction <= 1.0) {
+        return Err(format!("aim {fraction} must be a fraction of the bound above 0 and at most 1 (0.9: the ladder steers client p99 to 90% of the bound)"));
     }
     Ok(())
 }

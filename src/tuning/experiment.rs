@@ -321,6 +321,10 @@ pub fn serve_argv(
         &baseline_arg(baseline_p99_seconds),
         "--enforcer.multiplier",
         &multiplier.to_string(),
+        // Each enforced row starts from the breach alone, whatever an earlier row (or a real
+        // recovery) left in the cluster's memory, and leaves that memory as it was.
+        "--enforcer.memory",
+        "off",
         "--enforcer.state-file",
     ]
     .iter()
@@ -356,7 +360,7 @@ pub fn serve_ceph_args(
 }
 
 /// Flags the experiment sets itself (or passes on from its own flags): not in `--serve-args`.
-const OWN_SERVE_FLAGS: [(&str, &str); 10] = [
+const OWN_SERVE_FLAGS: [(&str, &str); 11] = [
     ("--web.listen-address", "a free port on 127.0.0.1 is chosen"),
     (
         "--web.config.file",
@@ -369,6 +373,10 @@ const OWN_SERVE_FLAGS: [(&str, &str); 10] = [
     ),
     ("--enforcer.multiplier", "give --multiplier"),
     ("--enforcer.state-file", "a fresh state file is used"),
+    (
+        "--enforcer.memory",
+        "off: rows are compared from the same start, and the cluster's memory is left as it was",
+    ),
     ("--ceph-cmd", "give the experiment's --ceph-cmd"),
     ("--ceph-conf", "give the experiment's --ceph-conf"),
     ("--ceph-name", "give the experiment's --ceph-name"),

@@ -1127,7 +1127,7 @@ fn the_enforcer_child_gets_the_measured_baseline_and_the_connection() {
     assert_eq!(
         argv.join(" "),
         "serve --web.listen-address 127.0.0.1:40123 --enforcer.mode enforce --enforcer.baseline 45.5ms \
---enforcer.multiplier 2 --enforcer.state-file /tmp/x/enforcer-state.json --ceph-cmd ceph \
+--enforcer.multiplier 2 --enforcer.memory off --enforcer.state-file /tmp/x/enforcer-state.json --ceph-cmd ceph \
 --ceph-conf /tmp/ceph-lab/ceph.conf --ceph-timeout 30s"
     );
 }
