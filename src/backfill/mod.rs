@@ -6,9 +6,11 @@
 //!
 //! - [`plan`]: from the PG states (`pg dump pgs_brief`), the OSD map ([`UpmapView`]) and the
 //!   record of what is ours, which PGs to hold and which to release so that at most N backfill;
-//!   the safety rules, each a function that returns the reason a PG or the whole lever is refused.
-//! - [`record`]: what the lever added (written before it is added), the balancer as it was, and
-//!   the undo plan that removes exactly ours (release, restore, SIGTERM, start after a crash).
+//!   the safety rules, each a function that returns the reason a PG or the whole lever is refused;
+//!   a PG released lately and still peering keeps its place among the N.
+//! - [`record`]: what the lever added (written before it is added), the balancer as it was, the
+//!   releases still on their way to backfill, and the undo plan that removes exactly ours
+//!   (release, restore, SIGTERM, start after a crash).
 //!
 //! The Ceph calls are in [`crate::ceph::ops`]; the manual `backfill` subcommand drives both.
 //!

@@ -25,6 +25,12 @@
 //! `backfill_toofull` (one waiting starts as soon as a reservation frees). Held PGs are
 //! active+clean and do not count. Over N: hold the excess, those waiting first (no progress
 //! lost), then those backfilling. Under N: release the oldest held ones.
+//!
+//! A released PG keeps its place: it peers for a few seconds before `pg dump` shows it
+//! backfill, and counted as not backfilling then, the next step would release one more in its
+//! place, and hold them all back once they show (p99 spikes on the lab). So the PGs released
+//! lately ([`Record::releasing`]) that show neither backfill nor clean yet count among the N
+//! for releases ([`on_the_way`]), for at most [`RELEASE_SETTLES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -41,6 +47,9 @@ use crate::ceph::parse::upmap::{
 const HARMLESS: &[&str] = &["scrubbing", "deep", "snaptrim", "snaptrim_wait", "laggy"];
 /// A PG that needs backfill says one of these.
 const BACKFILL_WORDS: &[&str] = &["backfill_wait", "backfilling", "backfill_toofull"];
+/// How long (seconds) a released PG may take to show backfill before it no longer keeps its
+/// place among the N (one stuck peering must not stop the releases for good).
+pub const RELEASE_SETTLES: f64 = 60.0;
 
 /// Why the lever does nothing at all (and releases what it holds, except for another cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -362,14 +371,55 @@ pub struct Plan {
     pub hold: Vec<PlannedHold>,
     /// Ours to remove (`rm-pg-upmap-items`), oldest first.
     pub release: Vec<PgId>,
+    /// Released before and not showing backfill (nor clean) yet, e.g. peering: they count
+    /// among the N, so fewer are released ([`on_the_way`]). What the record keeps of
+    /// `releasing` after this step.
+    pub on_the_way: Vec<PgId>,
     /// Record entries to drop without touching the cluster (gone, or changed by someone).
     pub forget: Vec<(PgId, Forget)>,
     /// PGs that backfill and are not held, with why.
     pub refused: Vec<(PgId, PgRefusal)>,
 }
 
-/// The step towards at most `max_backfills` PGs backfilling. See the module's rules.
-pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: usize) -> Plan {
+/// The PGs of `record.releasing` that still take their place among the N at `now` (Unix
+/// seconds): released less than [`RELEASE_SETTLES`] ago, not held again, and in `pg dump`
+/// neither backfilling (or waiting to) nor clean, e.g. still peering or activating.
+pub fn on_the_way(pgs: &[PgBrief], record: &Record, now: f64) -> Vec<PgId> {
+    on_the_way_in(&by_id(pgs), record, now)
+}
+
+fn by_id(pgs: &[PgBrief]) -> BTreeMap<PgId, &PgBrief> {
+    pgs.iter()
+        .filter_map(|p| p.pgid.parse().ok().map(|id| (id, p)))
+        .collect()
+}
+
+fn on_the_way_in(by_id: &BTreeMap<PgId, &PgBrief>, record: &Record, now: f64) -> Vec<PgId> {
+    record
+        .releasing
+        .iter()
+        // Either way: a clock set back must not keep a PG counted for longer.
+        .filter(|(_, at)| (now - **at).abs() < RELEASE_SETTLES)
+        .filter(|(id, _)| !record.held.contains_key(id))
+        .filter(|(id, _)| {
+            by_id.get(id).is_some_and(|p| {
+                let clean = p.has_state("active") && p.has_state("clean");
+                !(backfills(p) || clean)
+            })
+        })
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// The step towards at most `max_backfills` PGs backfilling at `now` (Unix seconds, for the
+/// PGs released lately). See the module's rules.
+pub fn plan(
+    pgs: &[PgBrief],
+    map: &UpmapView,
+    record: &Record,
+    max_backfills: usize,
+    now: f64,
+) -> Plan {
     let mut out = Plan {
         max_backfills,
         ..Plan::default()
@@ -378,10 +428,8 @@ pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: us
     out.forget = classified.forget;
     let ours = classified.ours;
     out.held = ours.len();
-    let by_id: BTreeMap<PgId, &PgBrief> = pgs
-        .iter()
-        .filter_map(|p| p.pgid.parse().ok().map(|id| (id, p)))
-        .collect();
+    let by_id = by_id(pgs);
+    out.on_the_way = on_the_way_in(&by_id, record, now);
     out.backfilling = pgs
         .iter()
         .filter(|p| backfills(p))
@@ -392,7 +440,9 @@ pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: us
         if !matches!(refusal, LeverRefusal::OtherCluster { .. }) {
             out.release = ours;
         } else {
+            // Another cluster's record is left as it is, its releases on their way included.
             out.forget.clear();
+            out.on_the_way = record.releasing.keys().copied().collect();
         }
         out.backfilling_after = out.backfilling;
         return out;
@@ -446,7 +496,8 @@ pub fn plan(pgs: &[PgBrief], map: &UpmapView, record: &Record, max_backfills: us
             .map(|(_, h)| h)
             .collect();
     } else {
-        let room = max_backfills - out.backfilling;
+        // Those released lately and still on their way take their place: fewer go now.
+        let room = max_backfills.saturating_sub(out.backfilling + out.on_the_way.len());
         let more = room.saturating_sub(release.len());
         let more: Vec<PgId> = record
             .oldest_first()

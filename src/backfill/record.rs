@@ -1,7 +1,9 @@
 //! What the lever added, kept in a small JSON file written atomically *before* each change: the
-//! upmap items of every PG it holds, the mgr balancer as it was before the lever paused it, and
-//! the cluster's fsid. From it, [`undo`] plans the removal of exactly ours: on release, on
-//! restore, on SIGTERM and at the next start after a crash.
+//! upmap items of every PG it holds, the mgr balancer as it was before the lever paused it, the
+//! cluster's fsid, and the PGs released lately that do not show backfill yet (so the next step
+//! does not release more in their place, [`crate::backfill::plan`]). From it, [`undo`] plans
+//! the removal of exactly ours: on release, on restore, on SIGTERM and at the next start after
+//! a crash.
 //!
 //! Crash windows, all safe:
 //! - written, then crashed before `pg-upmap-items`: the entry is in the record, not in the OSD
@@ -36,6 +38,12 @@ pub struct Record {
     /// The sequence number of the next hold (release order: oldest first).
     #[serde(default)]
     pub next_seq: u64,
+    /// PGs released, with when (Unix seconds), until `pg dump` shows them backfill (or clean):
+    /// a released PG peers for a few seconds first, and counting it as not backfilling would
+    /// release one more each step and hold them all back once they show (seen on the lab).
+    /// Absent from records written before it, and left out while empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub releasing: BTreeMap<PgId, f64>,
 }
 
 impl Default for Record {
@@ -46,6 +54,7 @@ impl Default for Record {
             balancer: None,
             held: BTreeMap::new(),
             next_seq: 0,
+            releasing: BTreeMap::new(),
         }
     }
 }
@@ -142,9 +151,34 @@ impl Record {
         serde_json::from_slice(bytes).map_err(FromJson::Parse)
     }
 
-    /// Nothing held and the balancer not paused: the file can go.
+    /// Nothing held and the balancer not paused: the file can go (the PGs on their way after a
+    /// release matter only while there is something left to release).
     pub fn is_empty(&self) -> bool {
         self.held.is_empty() && self.balancer.is_none()
+    }
+
+    /// Once Ceph removed the items of `pgid` (`rm-pg-upmap-items`): no longer held, and on its
+    /// way to backfill since `now` (Unix seconds).
+    pub fn released(&mut self, pgid: PgId, now: f64) {
+        if self.held.remove(&pgid).is_some() {
+            self.releasing.insert(pgid, now);
+        }
+    }
+
+    /// Keeps in `releasing` only `on_the_way` (a plan's); whether anything was dropped.
+    pub fn keep_releasing(&mut self, on_the_way: &[PgId]) -> bool {
+        let before = self.releasing.len();
+        self.releasing.retain(|id, _| on_the_way.contains(id));
+        self.releasing.len() != before
+    }
+
+    /// Nothing held and the balancer not paused: the cluster and the releases on their way are
+    /// forgotten too (nothing left whose release they would hold back).
+    pub fn tidy(&mut self) {
+        if self.is_empty() {
+            self.fsid = None;
+            self.releasing.clear();
+        }
     }
 
     /// Adds a hold (before its `pg-upmap-items` runs).
@@ -160,6 +194,7 @@ impl Record {
         self.fsid.get_or_insert_with(|| fsid.to_string());
         let seq = self.next_seq;
         self.next_seq += 1;
+        self.releasing.remove(&pgid);
         self.held.insert(
             pgid,
             HeldPg {

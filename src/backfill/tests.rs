@@ -82,7 +82,7 @@ const WAITING: &str = "active+remapped+backfill_wait";
 fn mclock_rebalance_n1_holds_all_but_one() {
     let pgs = pgs_of("20-rebalance");
     let map = map_of("20-rebalance");
-    let p = plan(&pgs, &map, &Record::default(), 1);
+    let p = plan(&pgs, &map, &Record::default(), 1, 0.0);
     assert_eq!(p.refusal, None);
     assert_eq!((p.backfilling, p.held), (19, 0));
     assert_eq!(p.hold.len(), 18);
@@ -119,20 +119,20 @@ fn wpq_rebalance_holds_the_waiting_first() {
     let pgs = pgs_of("90-wpq-rebalance");
     let map = map_of("90-wpq-rebalance");
     let none = Record::default();
-    let p3 = plan(&pgs, &map, &none, 3);
+    let p3 = plan(&pgs, &map, &none, 3, 0.0);
     assert_eq!(
         (p3.backfilling, p3.hold.len(), p3.backfilling_after),
         (19, 16, 3)
     );
     assert!(p3.hold.iter().all(|h| h.state == WAITING));
-    let p1 = plan(&pgs, &map, &none, 1);
+    let p1 = plan(&pgs, &map, &none, 1, 0.0);
     assert_eq!(p1.hold.len(), 18);
     assert_eq!(p1.hold.iter().filter(|h| h.state == BACKFILLING).count(), 2);
     // The waiting ones come first in the plan (held first if the command stops half way).
     let first_running = p1.hold.iter().position(|h| h.state == BACKFILLING).unwrap();
     assert_eq!(first_running, 16);
     for n in [19, 20, 100] {
-        let p = plan(&pgs, &map, &none, n);
+        let p = plan(&pgs, &map, &none, n, 0.0);
         assert!(p.hold.is_empty() && p.release.is_empty(), "{n}");
         assert_eq!(p.backfilling_after, 19);
     }
@@ -159,7 +159,7 @@ fn wpq_rebalance_holds_the_waiting_first() {
 fn release_the_oldest_when_there_is_room() {
     let pgs = pgs_of("90-wpq-rebalance");
     let map = map_of("90-wpq-rebalance");
-    let first = plan(&pgs, &map, &Record::default(), 3);
+    let first = plan(&pgs, &map, &Record::default(), 3, 0.0);
     let record = recorded(&map, &first);
     let map2 = with_items(&map, &first);
     // As Ceph shows it: the held PGs active+clean, up = acting.
@@ -177,7 +177,7 @@ fn release_the_oldest_when_there_is_room() {
             }
         })
         .collect();
-    let steady = plan(&pgs2, &map2, &record, 3);
+    let steady = plan(&pgs2, &map2, &record, 3, 0.0);
     assert_eq!((steady.backfilling, steady.held), (3, 16));
     assert!(steady.hold.is_empty() && steady.release.is_empty());
     // Two of the three finish: two released, the oldest first.
@@ -198,13 +198,13 @@ fn release_the_oldest_when_there_is_room() {
             }
         })
         .collect();
-    let next = plan(&pgs3, &map2, &record, 3);
+    let next = plan(&pgs3, &map2, &record, 3, 0.0);
     assert_eq!(next.release, record.oldest_first()[..2].to_vec());
     assert_eq!(next.backfilling_after, 3);
     // N raised to 10: nine more released at once.
-    assert_eq!(plan(&pgs3, &map2, &record, 10).release.len(), 9);
+    assert_eq!(plan(&pgs3, &map2, &record, 10, 0.0).release.len(), 9);
     // N lowered below what runs: nothing released, the running one held is not ours to undo.
-    let lower = plan(&pgs2, &map2, &record, 1);
+    let lower = plan(&pgs2, &map2, &record, 1, 0.0);
     assert_eq!((lower.hold.len(), lower.release.len()), (2, 0));
     assert!(lower.hold.iter().all(|h| h.state == BACKFILLING));
 }
@@ -216,7 +216,7 @@ fn release_the_oldest_when_there_is_room() {
 fn nothing_is_held_while_a_pg_is_undersized() {
     let pgs = pgs_of("10-logrecovery");
     let map = map_of("10-logrecovery");
-    let p = plan(&pgs, &map, &Record::default(), 1);
+    let p = plan(&pgs, &map, &Record::default(), 1, 0.0);
     assert_eq!(p.refusal, Some(LeverRefusal::Undersized { pgs: 1 }));
     assert!(p.hold.is_empty());
     assert_eq!(
@@ -229,7 +229,7 @@ fn nothing_is_held_while_a_pg_is_undersized() {
     let mut record = Record::default();
     record.hold(&m.fsid, pg("2.a"), items(&[(2, 3)]), 1, vec![], vec![]);
     m.pg_upmap_items.insert(pg("2.a"), items(&[(2, 3)]));
-    let p = plan(&und, &m, &record, 5);
+    let p = plan(&und, &m, &record, 5, 0.0);
     assert_eq!(p.refusal, Some(LeverRefusal::Undersized { pgs: 19 }));
     assert_eq!(p.release, vec![pg("2.a")]);
     assert!(p.hold.is_empty());
@@ -241,7 +241,7 @@ fn nothing_is_held_while_a_pg_is_undersized() {
 fn below_luminous_the_lever_is_skipped_with_the_reason() {
     let pgs = pgs_of("90-wpq-rebalance");
     let map = map_of("64-jewel");
-    let p = plan(&pgs, &map, &Record::default(), 1);
+    let p = plan(&pgs, &map, &Record::default(), 1, 0.0);
     let r = p.refusal.clone().unwrap();
     assert_eq!(
         r,
@@ -292,7 +292,7 @@ fn below_luminous_the_lever_is_skipped_with_the_reason() {
 fn upmap_items_that_are_not_ours_are_never_touched() {
     let pgs = pgs_of("90-wpq-rebalance");
     let mut map = map_of("90-wpq-rebalance");
-    let p = plan(&pgs, &map, &Record::default(), 0);
+    let p = plan(&pgs, &map, &Record::default(), 0, 0.0);
     assert_eq!(p.hold.len(), 19);
     assert!(p
         .hold
@@ -301,7 +301,7 @@ fn upmap_items_that_are_not_ours_are_never_touched() {
     // Someone's items on a waiting PG: refused, by name.
     map.pg_upmap_items.insert(pg("2.a"), items(&[(1, 3)]));
     map.pg_upmap.insert(pg("2.9"));
-    let p = plan(&pgs, &map, &Record::default(), 0);
+    let p = plan(&pgs, &map, &Record::default(), 0, 0.0);
     assert_eq!(p.hold.len(), 17);
     let refused: BTreeMap<PgId, &PgRefusal> = p.refused.iter().map(|(id, r)| (*id, r)).collect();
     assert_eq!(
@@ -377,7 +377,7 @@ fn changed_items_are_forgotten_and_left_alone() {
     );
     assert!(u.forget[0].1.to_string().contains("left as they are"));
     // The same in a plan: a changed one is not ours, neither counted as held nor released.
-    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 100);
+    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 100, 0.0);
     assert_eq!(p.held, 1);
     assert_eq!(p.release, vec![pg("2.a")]);
     assert_eq!(p.forget.len(), 1);
@@ -391,7 +391,7 @@ fn a_record_of_another_cluster_is_never_acted_on() {
     let u = undo(&map, &record, None);
     assert!(u.remove.is_empty() && u.forget.is_empty());
     assert_eq!(u.other_cluster.as_deref(), Some("other-fsid"));
-    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 0);
+    let p = plan(&pgs_of("91-wpq-hold"), &map, &record, 0, 0.0);
     assert!(matches!(p.refusal, Some(LeverRefusal::OtherCluster { .. })));
     assert!(p.hold.is_empty() && p.release.is_empty() && p.forget.is_empty());
 }
@@ -423,7 +423,7 @@ fn only_pgs_waiting_for_backfill_of_misplaced_data_are_held() {
         assert!(backfills(&b), "{state}");
         let refusal = pg_refusal_by_state(&b);
         assert_eq!(refusal.is_none(), ok, "{state}: {refusal:?}");
-        let p = plan(&[b], &map, &none, 0);
+        let p = plan(&[b], &map, &none, 0, 0.0);
         assert_eq!(p.hold.len(), usize::from(ok), "{state}");
         if state.contains("undersized") {
             // The whole lever stands down (rule 2), before any PG is looked at.
@@ -452,7 +452,7 @@ fn only_pgs_waiting_for_backfill_of_misplaced_data_are_held() {
     ] {
         let b = brief("2.a", state, &up, &acting);
         assert!(!backfills(&b));
-        let p = plan(&[b], &map, &none, 0);
+        let p = plan(&[b], &map, &none, 0, 0.0);
         assert!(p.hold.is_empty() && p.refused.is_empty(), "{state}");
         assert_eq!(p.backfilling, 0);
     }
@@ -477,9 +477,127 @@ fn a_held_pg_that_becomes_degraded_is_released_first() {
         ),
         brief("2.b", BACKFILLING, &[1, 0, 2], &[1, 0, 3]),
     ];
-    let p = plan(&pgs, &map, &record, 1);
+    let p = plan(&pgs, &map, &record, 1, 0.0);
     assert_eq!(p.release, vec![pg("2.a")]);
     assert!(p.hold.is_empty());
+}
+
+/// Three PGs held at N = 1 on the lab's map, nothing else backfilling: the record and the map
+/// after the holds, and the PGs as `pg dump` shows them (held ones active+clean).
+fn three_held() -> (UpmapView, Record, Vec<PgBrief>) {
+    let mut map = map_of("90-wpq-rebalance");
+    let mut record = Record::default();
+    let mut pgs = Vec::new();
+    for id in ["2.9", "2.a", "2.b"] {
+        record.hold(&map.fsid, pg(id), items(&[(2, 3)]), 1, vec![], vec![]);
+        map.pg_upmap_items.insert(pg(id), items(&[(2, 3)]));
+        pgs.push(brief(id, "active+clean", &[1, 0, 3], &[1, 0, 3]));
+    }
+    (map, record, pgs)
+}
+
+/// What `backfill hold --apply` does with a plan's releases at `now`: Ceph removes the items,
+/// the record notes the release, and the PG shows `state` (up back to what CRUSH wants).
+fn release_as_applied(
+    plan: &Plan,
+    now: f64,
+    map: &mut UpmapView,
+    record: &mut Record,
+    pgs: &mut [PgBrief],
+    state: &str,
+) {
+    record.keep_releasing(&plan.on_the_way);
+    for id in &plan.release {
+        map.pg_upmap_items.remove(id);
+        record.released(*id, now);
+        set_state(pgs, &id.to_string(), state);
+    }
+}
+
+fn set_state(pgs: &mut [PgBrief], id: &str, state: &str) {
+    if let Some(p) = pgs.iter_mut().find(|p| p.pgid == id) {
+        p.state = state.into();
+        p.up = vec![Some(1), Some(0), Some(2)];
+    }
+}
+
+/// The lab's bug, by hand: a released PG peers for a few seconds before `pg dump` shows it
+/// backfill. Counted as not backfilling, the next `backfill hold` would release one more in
+/// its place (and hold them both back once they show). It keeps its place until it shows
+/// backfill; the next goes once it is done.
+#[test]
+fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
+    let (mut map, mut record, mut pgs) = three_held();
+    let t = 1_000_000.0;
+    let first = plan(&pgs, &map, &record, 1, t);
+    assert_eq!(first.release, vec![pg("2.9")]);
+    release_as_applied(
+        &first,
+        t,
+        &mut map,
+        &mut record,
+        &mut pgs,
+        "remapped+peering",
+    );
+    assert_eq!(
+        record.releasing.keys().collect::<Vec<_>>(),
+        vec![&pg("2.9")]
+    );
+    // Peering: nothing shows backfilling, yet nothing more is released.
+    for later in [5.0, 15.0, 45.0] {
+        let p = plan(&pgs, &map, &record, 1, t + later);
+        assert_eq!(p.backfilling, 0);
+        assert_eq!(p.on_the_way, vec![pg("2.9")], "{later}");
+        assert!(p.release.is_empty(), "{later}: {:?}", p.release);
+    }
+    // It backfills: counted as such, still one at a time, and it is not held back.
+    set_state(&mut pgs, "2.9", BACKFILLING);
+    let p = plan(&pgs, &map, &record, 1, t + 50.0);
+    assert_eq!((p.backfilling, p.on_the_way.len()), (1, 0));
+    assert!(p.release.is_empty() && p.hold.is_empty());
+    assert!(record.keep_releasing(&p.on_the_way));
+    assert!(record.releasing.is_empty());
+    // Done: the next one goes.
+    set_state(&mut pgs, "2.9", "active+clean");
+    let p = plan(&pgs, &map, &record, 1, t + 80.0);
+    assert_eq!(p.release, vec![pg("2.a")]);
+    // A PG that urgently needs its recovery goes back even while another is on its way.
+    release_as_applied(&p, t + 80.0, &mut map, &mut record, &mut pgs, "peering");
+    set_state(&mut pgs, "2.b", "active+recovery_wait+degraded");
+    let p = plan(&pgs, &map, &record, 1, t + 85.0);
+    assert_eq!(
+        (p.on_the_way.clone(), p.release),
+        (vec![pg("2.a")], vec![pg("2.b")])
+    );
+}
+
+/// A released PG stuck peering (or gone from `pg dump`) does not stop the releases for good:
+/// it keeps its place for 60 s at most.
+#[test]
+fn a_released_pg_keeps_its_place_for_60_s_at_most() {
+    let (mut map, mut record, mut pgs) = three_held();
+    let t = 1_000_000.0;
+    let first = plan(&pgs, &map, &record, 1, t);
+    release_as_applied(
+        &first,
+        t,
+        &mut map,
+        &mut record,
+        &mut pgs,
+        "remapped+peering",
+    );
+    assert!(plan(&pgs, &map, &record, 1, t + 59.0).release.is_empty());
+    let p = plan(&pgs, &map, &record, 1, t + 60.0);
+    assert!(p.on_the_way.is_empty());
+    assert_eq!(p.release, vec![pg("2.a")]);
+    // A clock set back by more than that does not keep it either.
+    assert!(!plan(&pgs, &map, &record, 1, t - 60.0).release.is_empty());
+    // No longer in `pg dump` (its pool deleted): not waited for.
+    pgs.retain(|p| p.pgid != "2.9");
+    assert_eq!(
+        plan(&pgs, &map, &record, 1, t + 1.0).release,
+        vec![pg("2.a")]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -757,6 +875,18 @@ fn the_record_round_trips_and_is_written_atomically() {
     assert!(matches!(e, RecordError::Parse { .. }), "{e}");
     std::fs::write(&path, r#"{"version":1,"held":{"x":{}}}"#).unwrap();
     assert!(Record::load(&path).is_err());
+    // The releases on their way: kept with the record, and left out while there are none, so
+    // records written before them and after them read alike.
+    assert!(!r.to_json().contains("releasing"));
+    r.released(pg("2.a"), 1234.5);
+    assert!(!r.held.contains_key(&pg("2.a")));
+    r.save(&path).unwrap();
+    assert_eq!(
+        Record::load(&path).unwrap().releasing.get(&pg("2.a")),
+        Some(&1234.5)
+    );
+    std::fs::write(&path, r#"{"version":1,"fsid":"f","held":{},"next_seq":3}"#).unwrap();
+    assert!(Record::load(&path).unwrap().releasing.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -766,7 +896,7 @@ fn the_record_round_trips_and_is_written_atomically() {
 fn hold_then_undo_leaves_the_map_as_it_was() {
     let pgs = pgs_of("90-wpq-rebalance");
     let map = map_of("90-wpq-rebalance");
-    let p = plan(&pgs, &map, &Record::default(), 1);
+    let p = plan(&pgs, &map, &Record::default(), 1, 0.0);
     let record = recorded(&map, &p);
     let held = with_items(&map, &p);
     let u = undo(&held, &record, None);

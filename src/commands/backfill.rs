@@ -1,7 +1,8 @@
 //! `backfill hold|release|status`: the backfill lever (`ceph_recovery_budget::backfill`) by hand,
 //! pgremapper-style. Dry run unless `--apply`. The record is written before every entry is
 //! added and after every entry is removed, so a run stopped at any point (Ctrl-C, a crash) is
-//! undone by `backfill release --record FILE --apply`.
+//! undone by `backfill release --record FILE --apply`. Each release is recorded with its time:
+//! a `backfill hold` run seconds later counts a released PG still peering among the N.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -128,7 +129,7 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let mut record = Record::load(&common.record)?;
         let seen = look(&client).await?;
-        let plan = backfill::plan(&seen.pgs, &seen.map, &record, max_backfills);
+        let plan = backfill::plan(&seen.pgs, &seen.map, &record, max_backfills, unix_now());
         let mut report = Report::default();
         report.say(summary(&seen, &plan));
         if let Some(r) = &plan.refusal {
@@ -140,7 +141,21 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
         if matches!(plan.refusal, Some(LeverRefusal::OtherCluster { .. })) {
             return finish_report(&common, &report, Some(&plan), ExitCode::from(2));
         }
+        for id in &plan.on_the_way {
+            let state = seen
+                .pgs
+                .iter()
+                .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
+                .map_or("", |p| p.state.as_str());
+            report.say(format!(
+                "ON ITS WAY {id} ({state}): released lately, not backfilling yet; it keeps its place among the {max_backfills}"
+            ));
+        }
         let apply = common.apply;
+        // Those that show backfill now (or clean, or took too long) are counted as they are.
+        if apply && record.keep_releasing(&plan.on_the_way) {
+            save(&record, &common.record)?;
+        }
         forget(
             &mut record,
             &plan.forget,
@@ -366,7 +381,7 @@ async fn release_each(
         }
         match ops::pg_upmap_items_rm(client, *id).await {
             Ok(()) => {
-                record.held.remove(id);
+                record.released(*id, unix_now());
                 save(record, &common.record)?;
                 report.say(line);
             }
@@ -426,6 +441,13 @@ async fn restore_balancer(
     Ok(())
 }
 
+/// Unix seconds: when a release was done, and when a later run looks.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// How old a PG listing may be when an entry is added from it.
 const FRESH: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -475,7 +497,7 @@ fn status(args: BackfillStatusArgs) -> anyhow::Result<ExitCode> {
         let record = Record::load(&args.record)?;
         let seen = look(&client).await?;
         // The plan for "no more than now": what holds nothing new and releases nothing.
-        let plan = backfill::plan(&seen.pgs, &seen.map, &record, usize::MAX);
+        let plan = backfill::plan(&seen.pgs, &seen.map, &record, usize::MAX, unix_now());
         let undo = backfill::undo(&seen.map, &record, None);
         let foreign: Vec<String> = seen
             .map

@@ -14,13 +14,10 @@
 //!   is next, the N = 1 holds kept.
 //! - Nothing held and p99 low: the lever is no longer needed.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::pause::steps_for;
 use super::types::Time;
-use crate::ceph::parse::upmap::PgId;
 
 /// The lever's rung on the ladder.
 pub const LEVER_RUNG: u8 = 3;
@@ -55,11 +52,6 @@ pub struct LeverState {
     /// Since when N has been 1 (the pause comes next once that did not hold the bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_one_since: Option<Time>,
-    /// PGs released, and when, until `pg dump` shows them backfill (or clean): a released PG
-    /// peers for a few seconds first, and counting it as not backfilling would release the
-    /// next one each cycle and hold them all back once they show (seen on the lab).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub releasing: BTreeMap<PgId, Time>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -101,7 +93,6 @@ impl LeverState {
             ceiling: None,
             raised_from: None,
             at_one_since: (n == 1).then_some(now),
-            releasing: BTreeMap::new(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Rung 3 in `decide`: entering the backfill lever, its N each cycle ([`super::backfill_limit`]),
 //! and the effect that makes the cluster follow it: which PGs to hold and release
-//! ([`crate::backfill::plan`], whose safety rules apply as they are) and the balancer. Pure.
+//! ([`crate::backfill::plan`], whose safety rules apply as they are, and which keeps a released
+//! PG still peering in its place among the N) and the balancer. Pure.
 //!
 //! Everything held is given back (released, the balancer put back as it was) when the bound is
 //! suspended (redundancy at risk), after an OVERRIDE, on BLIND, when the lever is refused (an
@@ -15,7 +16,6 @@ use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
 use super::state::{EnforcerState, Held};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget};
-use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
 
@@ -86,7 +86,7 @@ pub(super) fn enter(
     }
     let backfilling = v.backfilling();
     let n = entry_n(p99 / bound, backfilling, remembered_n(state));
-    let plan = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
+    let plan = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now);
     if plan.hold.is_empty() {
         let why = if backfilling == 0 {
             "no PG waits for or does backfill (recovery from the PG log, or degraded objects only): nothing to hold".to_string()
@@ -316,13 +316,10 @@ pub(super) fn plan_effect(
     let n = next.ladder.lever.as_ref().map(|l| l.n);
     let (mut hold, release, forget, why, refusal) = match (&give_back, n) {
         (None, Some(n)) => {
-            let mut p = backfill::plan(&v.pgs, &v.map, &next.backfill, n);
-            let on_the_way = releases_on_the_way(next, &v.pgs, ctx.now);
-            p.release = cap_releases(p.release, &v.pgs, p.backfilling + on_the_way, n);
-            if let Some(l) = next.ladder.lever.as_mut() {
-                l.releasing
-                    .extend(p.release.iter().map(|id| (*id, ctx.now)));
-            }
+            // A PG released lately and still peering keeps its place (the plan counts it); the
+            // outcome records each release Ceph did.
+            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now);
+            next.backfill.keep_releasing(&p.on_the_way);
             let why = match &p.refusal {
                 Some(r) => format!("the backfill lever stands down: {r}"),
                 None => lever_name(Some(n)),
@@ -396,55 +393,6 @@ pub(super) fn plan_effect(
     planned(effect)
 }
 
-/// How long a released PG may take to show backfill before it no longer counts as on its way.
-const RELEASE_SETTLES: f64 = 60.0;
-
-/// PGs released that `pg dump` does not show backfilling (nor clean) yet: peering, activating.
-/// They take their place among the N; the others are forgotten.
-fn releases_on_the_way(next: &mut EnforcerState, pgs: &[PgBrief], now: f64) -> usize {
-    let held = &next.backfill.held;
-    let Some(lever) = next.ladder.lever.as_mut() else {
-        return 0;
-    };
-    lever.releasing.retain(|id, at| {
-        now - *at < RELEASE_SETTLES
-            && !held.contains_key(id)
-            && pg_of(pgs, id).is_some_and(|p| {
-                let clean = p.has_state("active") && p.has_state("clean");
-                !(backfill::plan::backfills(p) || clean)
-            })
-    });
-    lever.releasing.len()
-}
-
-/// `pg dump`'s line of PG `id`.
-fn pg_of<'a>(pgs: &'a [PgBrief], id: &PgId) -> Option<&'a PgBrief> {
-    pgs.iter()
-        .find(|p| p.pgid.parse::<PgId>().ok().as_ref() == Some(id))
-}
-
-/// The plan's releases, fewer when PGs released before are still on their way to backfill
-/// (`busy` counts them with those backfilling). A held PG that lost redundancy always goes.
-fn cap_releases(release: Vec<PgId>, pgs: &[PgBrief], busy: usize, n: usize) -> Vec<PgId> {
-    let urgent = |id: &PgId| {
-        pg_of(pgs, id).is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
-    };
-    let mut room = n.saturating_sub(busy);
-    release
-        .into_iter()
-        .filter(|id| {
-            if urgent(id) {
-                true
-            } else if room > 0 {
-                room -= 1;
-                true
-            } else {
-                false
-            }
-        })
-        .collect()
-}
-
 /// The effect with what must be stored before it (a hold, the balancer's state before it is
 /// paused); `None` when there is nothing for Ceph to do.
 pub(super) fn planned(effect: BackfillEffect) -> Option<Planned> {
@@ -478,9 +426,7 @@ fn forget_entries(
             ));
         }
     }
-    if next.backfill.held.is_empty() && next.backfill.balancer.is_none() {
-        next.backfill.fsid = None;
-    }
+    next.backfill.tidy();
 }
 
 /// Whether an entry the OSD map does not show as ours may leave the record: not when it is
@@ -545,8 +491,6 @@ pub fn give_back(
         backfilling: (view.backfilling(), view.backfilling()),
         lifecycle: Some(when),
     };
-    if next.backfill.held.is_empty() && next.backfill.balancer.is_none() {
-        next.backfill.fsid = None;
-    }
+    next.backfill.tidy();
     (next, planned(effect), lines)
 }

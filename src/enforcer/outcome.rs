@@ -234,8 +234,8 @@ fn balancer_words(step: &BalancerStep) -> Option<String> {
 /// The backfill lever's commands: the record follows what Ceph did. A hold stays recorded
 /// whatever its command answered (a timed-out `pg-upmap-items` may still be applied; the next
 /// cycle's OSD map says, and an entry not there is dropped); a release leaves the record only
-/// once Ceph removed it; the balancer's state before the pause is forgotten only once it is
-/// put back.
+/// once Ceph removed it, and is then kept as on its way to backfill (`releasing`, counted by the
+/// next plans); the balancer's state before the pause is forgotten only once it is put back.
 fn backfill_outcome(
     ctx: &Ctx<'_>,
     state: EnforcerState,
@@ -327,7 +327,8 @@ fn backfill_outcome(
             for (id, r) in released {
                 match r {
                     Ok(()) => {
-                        after.next.backfill.held.remove(id);
+                        // On its way to backfill: it keeps its place among the N meanwhile.
+                        after.next.backfill.released(*id, ctx.now);
                         released_ok.push(*id);
                     }
                     Err(e) => failures.push(format!(
@@ -358,9 +359,7 @@ fn backfill_outcome(
             if balancer_ok && matches!(b.balancer, BalancerStep::Restore { .. }) {
                 after.next.backfill.balancer = None;
             }
-            if after.next.backfill.is_empty() {
-                after.next.backfill.fsid = None;
-            }
+            after.next.backfill.tidy();
             let mut what = Vec::new();
             if !held_ok.is_empty() {
                 let how: Vec<String> = b

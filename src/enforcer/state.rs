@@ -513,6 +513,18 @@ mod tests {
         assert_eq!(again.ladder.rung, 3, "a new state's rung 3 is the lever");
     }
 
+    /// The releases on their way were kept with the lever's N before they moved to the record
+    /// (`backfill.releasing`): such a state still loads.
+    #[test]
+    fn a_state_with_the_lever_releasing_of_before_still_loads() {
+        let old = br#"{"ladder": {"rung": 3, "top": 3, "lever": {"n": 2, "period_start": 5.0,
+            "releasing": {"2.a": 7.5}}}, "backfill": {"version": 1, "held": {}, "next_seq": 4}, "ladder_version": 2}"#;
+        let s = EnforcerState::from_bytes(old, "old").unwrap();
+        assert_eq!(s.ladder.rung, 3);
+        assert_eq!(s.ladder.lever.as_ref().map(|l| l.n), Some(2));
+        assert_eq!(s.backfill.next_seq, 4);
+    }
+
     #[test]
     fn missing_file_is_fresh_and_corrupt_file_is_an_error() {
         let dir = std::env::temp_dir().join(format!("crb-state2-{}", std::process::id()));
