@@ -215,7 +215,6 @@ pub fn decide(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Ti
             effect: Effect::Config(action),
         });
     }
-    let mut next = next;
     let mut notes = notes;
     // Rung 3: the PGs held and released this cycle (releases first), or everything back.
     let ctx = Ctx::new(policy, obs, now);
