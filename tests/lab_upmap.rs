@@ -99,19 +99,11 @@ impl Drop for Cleanup {
             let r = self.record.to_string_lossy().into_owned();
             let _ = crb(&["backfill", "release", "--record", &r, "--apply"]);
         }
-        for key in [
-            "osd_max_pg_log_entries",
-            "osd_min_pg_log_entries",
-            "osd_pg_log_trim_min",
-        ] {
-            let _ = Command::new("ceph")
-                .args(["config", "rm", "osd", key])
-                .envs(lab_env())
+        for undo in ["pg-logs-default", "rebalance-stop"] {
+            let _ = Command::new(repo().join("scripts/ceph-lab"))
+                .arg(undo)
                 .output();
         }
-        let _ = Command::new(repo().join("scripts/ceph-lab"))
-            .arg("rebalance-stop")
-            .output();
     }
 }
 
@@ -135,19 +127,8 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
     let upmaps_before = upmap_pgs();
     // A fresh lab's PG logs hold every write: a remap would recover from the log, not backfill.
     // Short logs and a few thousand writes make the moved PGs backfill.
-    ceph(&["config", "set", "osd", "osd_max_pg_log_entries", "100"]);
-    ceph(&["config", "set", "osd", "osd_min_pg_log_entries", "50"]);
-    ceph(&["config", "set", "osd", "osd_pg_log_trim_min", "10"]);
     lab(&["fill", "0"]);
-    let bench = Command::new("rados")
-        .args([
-            "-p", "rbd-vms", "bench", "15", "write", "-b", "4096", "-t", "16",
-        ])
-        .arg("--no-cleanup")
-        .envs(lab_env())
-        .output()
-        .expect("rados bench");
-    assert!(bench.status.success(), "rados bench failed");
+    lab(&["pg-logs-short"]);
 
     ceph(&["osd", "set", "nobackfill"]);
     lab(&["rebalance-start"]);

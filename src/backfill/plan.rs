@@ -51,6 +51,12 @@ const BACKFILL_WORDS: &[&str] = &["backfill_wait", "backfilling", "backfill_toof
 /// place among the N (one stuck peering must not stop the releases for good).
 pub const RELEASE_SETTLES: f64 = 60.0;
 
+/// Seconds `pg dump` may still show a released PG as it was while held (`active+clean`): PG
+/// states reach the mgr with the OSDs' stats reports, seconds late. Seen on the lab: a PG
+/// released, still `active+clean` in the next cycle's dump, taken as done, and another released
+/// two seconds later, then one of them held back again ten seconds after.
+pub const PG_STATS_LAG: f64 = 10.0;
+
 /// Why the lever does nothing at all (and releases what it holds, except for another cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
@@ -383,7 +389,8 @@ pub struct Plan {
 
 /// The PGs of `record.releasing` that still take their place among the N at `now` (Unix
 /// seconds): released less than [`RELEASE_SETTLES`] ago, not held again, and in `pg dump`
-/// neither backfilling (or waiting to) nor clean, e.g. still peering or activating.
+/// neither backfilling (or waiting to) nor clean, e.g. still peering or activating (clean
+/// within [`PG_STATS_LAG`] of the release is the dump from before it: still on its way).
 pub fn on_the_way(pgs: &[PgBrief], record: &Record, now: f64) -> Vec<PgId> {
     on_the_way_in(&by_id(pgs), record, now)
 }
@@ -401,9 +408,12 @@ fn on_the_way_in(by_id: &BTreeMap<PgId, &PgBrief>, record: &Record, now: f64) ->
         // Either way: a clock set back must not keep a PG counted for longer.
         .filter(|(_, at)| (now - **at).abs() < RELEASE_SETTLES)
         .filter(|(id, _)| !record.held.contains_key(id))
-        .filter(|(id, _)| {
+        .filter(|(id, at)| {
             by_id.get(id).is_some_and(|p| {
-                let clean = p.has_state("active") && p.has_state("clean");
+                // Clean so soon after the release is the dump from before it.
+                let clean = p.has_state("active")
+                    && p.has_state("clean")
+                    && (now - **at).abs() >= PG_STATS_LAG;
                 !(backfills(p) || clean)
             })
         })

@@ -600,6 +600,22 @@ fn a_released_pg_keeps_its_place_for_60_s_at_most() {
     );
 }
 
+#[test]
+fn a_released_pg_still_clean_in_a_late_dump_keeps_its_place() {
+    let (mut map, mut record, mut pgs) = three_held();
+    let t = 1_000_000.0;
+    let first = plan(&pgs, &map, &record, 1, t);
+    // `pg dump` lags the OSD map: the released PG still shows as it was while held.
+    release_as_applied(&first, t, &mut map, &mut record, &mut pgs, "active+clean");
+    let p = plan(&pgs, &map, &record, 1, t + 2.0);
+    assert_eq!(p.on_the_way, vec![pg("2.9")]);
+    assert!(p.release.is_empty(), "{:?}", p.release);
+    // Still clean 10 s later: it was done (a PG with little to move), the next one goes.
+    let p = plan(&pgs, &map, &record, 1, t + 10.0);
+    assert!(p.on_the_way.is_empty());
+    assert_eq!(p.release, vec![pg("2.a")]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rules 5 and 6: mappings
 

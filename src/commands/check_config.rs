@@ -131,7 +131,7 @@ mod tests {
              latency histograms published per osd, enforcer p99 from the histograms collected here\n  \
              collect every 15s, recovery window 5m, latency window 5m\n  \
              enforcer observe: baseline learned, bound 2 x baseline, act after 30s above it, suspend when any_undersized, throttle high_client_ops, suspend high_recovery_ops, settle 5m, at most 6 changes/h 1m apart, state file /var/lib/ceph-recovery-budget/enforcer-state.json\n  \
-             ladder: 1 high_client_ops (wpq: osd_max_backfills=1,osd_recovery_sleep_hdd=0.1); 2 none under mClock (--enforcer.recovery-limits none); wpq: osd_recovery_sleep 0.2/0.5/1 s; 3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items); 4 pause nobackfill+norecover 30%..80% of each 60 s, at most 30m0s per recovery; each rung judged after 1m0s, down below 70% of the bound\n"
+             ladder: 1 high_client_ops (wpq: osd_max_backfills=1,osd_recovery_sleep_hdd=0.1); 2 none under mClock (--enforcer.recovery-limits none); wpq: osd_recovery_sleep 0.2/0.5/1 s; 3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items); 4 pause nobackfill+norecover 30%..80% of each 60 s, at most 30m0s per recovery; each rung judged after 1m0s, up above 90% of the bound (the aim), down below 70%\n"
                 .replace(
                     "EXPECTED_BACKEND",
                     // Said differently in a build with librados.
@@ -166,7 +166,7 @@ mod tests {
              latency histograms published per host, enforcer p99 from Prometheus http://p:9090/x (up)\n  \
              collect every 5s, recovery window 15m, latency window 1m\n  \
              enforcer enforce: baseline 16.0 ms, bound 2.5 x baseline, act after 10m above it, suspend when pool_at_min_size, throttle balanced, suspend high_recovery_ops, settle 1m, at most 4 changes/h 1m apart, state file /tmp/s.json\n  \
-             ladder: 1 balanced (wpq: osd_max_backfills=2); 2 recovery limit 500/50 IOPS (custom profile, Pacific OSDs only); wpq: osd_recovery_sleep 0.1/0.3 s; each rung judged after 3m0s, down below 50% of the bound\n"
+             ladder: 1 balanced (wpq: osd_max_backfills=2); 2 recovery limit 500/50 IOPS (custom profile, Pacific OSDs only); wpq: osd_recovery_sleep 0.1/0.3 s; each rung judged after 3m0s, up above 90% of the bound (the aim), down below 50%\n"
         );
     }
 

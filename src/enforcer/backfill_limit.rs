@@ -84,7 +84,24 @@ pub fn entry_n(ratio: f64, backfilling: usize, remembered: Option<usize>) -> usi
     remembered.map_or(from_breach, |r| from_breach.min(r.max(1)))
 }
 
+/// Seconds a held PG peers before writes to it flow again: holding re-maps it (a new acting
+/// set), and on the lab the writes to it waited 1-5 s. The period that judges N begins after it.
+pub const PEERING_GRACE: f64 = 5.0;
+
 impl LeverState {
+    /// PGs were just held (the lever's own move, to a lower N): each re-peers, and the window
+    /// that covers it shows the move, not what N does (on the lab: 3 -> 1 judged on the 545 ms
+    /// of its own holds, then the pause called for 12 s later on the 425 ms of the next ones,
+    /// with p99 at 88 ms the window after). N, and the settle time at N = 1, are judged from
+    /// after the peering.
+    pub fn moved(&mut self, now: Time) {
+        let from = now + PEERING_GRACE;
+        self.period_start = self.period_start.max(from);
+        if let Some(t) = self.at_one_since.as_mut() {
+            *t = t.max(from);
+        }
+    }
+
     pub fn start(n: usize, now: Time) -> Self {
         let n = n.max(1);
         LeverState {
@@ -211,6 +228,25 @@ mod tests {
             bound: BOUND,
             held,
         }
+    }
+
+    #[test]
+    fn a_hold_restarts_the_period_after_its_peering() {
+        let mut s = LeverState::start(1, 0.0);
+        // Holds at 50 s: the 60-s period that judges N = 1 (and the settle time before the
+        // pause) starts at 55 s, after the held PGs peered.
+        s.moved(50.0);
+        let st = lever_step(&lp(), &s, &input(60.0, Some(300.0), 5));
+        assert!(!st.escalate && st.note.is_none());
+        assert_eq!(st.next.as_ref().unwrap().period_start, 55.0);
+        let st = lever_step(&lp(), &s, &input(114.0, Some(300.0), 5));
+        assert!(!st.escalate, "the settle time counts from 55 s");
+        let st = lever_step(&lp(), &s, &input(115.0, Some(300.0), 5));
+        assert!(st.escalate);
+        // A later period start is never moved back.
+        let mut s = LeverState::start(2, 100.0);
+        s.moved(50.0);
+        assert_eq!(s.period_start, 100.0);
     }
 
     #[test]

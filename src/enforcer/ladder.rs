@@ -327,10 +327,16 @@ pub fn describe(policy: &Policy) -> String {
         ));
     }
     format!(
-        "ladder: {}; each rung judged after {}, down below {:.0}% of the bound",
+        "ladder: {}; each rung judged after {}, up above {:.0}% of the bound (the aim), down below {:.0}%{}",
         rungs.join("; "),
         fmt_secs(l.settle.as_secs_f64()),
-        l.descend_below * 100.0
+        l.aim * 100.0,
+        l.descend_below * 100.0,
+        if policy.memory {
+            ""
+        } else {
+            "; memory off (--enforcer.memory off): each recovery starts from the breach alone"
+        }
     )
 }
 
@@ -457,6 +463,29 @@ pub(super) fn climb(
             next.ladder.rung = if l.lever.is_some() { LEVER_RUNG } else { 2 };
             return None;
         };
+        if l.lever.is_none() && lp.backfill_lever && lp.max_rung >= LEVER_RUNG {
+            if let Some(p99) = obs.p99.filter(|p| *p > bound * lp.aim) {
+                if let Ok(n) = lever::join_pause(ctx, state, next, (p99, bound)) {
+                    let to = lever::lever_name(Some(n));
+                    notes.push(ctx.record(
+                        DecisionEvent::BackfillLimit,
+                        format!(
+                            "{}BACKFILL_LIMIT: PGs now wait for backfill and {} is still above the {}: {to} joins the pause{}; PGs above {n} are held where their data is (pg-upmap-items), so the unpaused part of each period no longer lets them all backfill at once",
+                            observe_prefix(policy),
+                            ctx.p99(p99),
+                            super::pause::over_what(p99, bound, lp.aim),
+                            lever::entry_why(state, ctx, p99, bound)
+                        ),
+                    ));
+                    watch(
+                        next,
+                        format!("BACKFILL_LIMIT {to} under the pause"),
+                        now,
+                        Some(p99),
+                    );
+                }
+            }
+        }
         let step = pause_step(
             &lp.pause,
             ps,

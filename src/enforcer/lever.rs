@@ -66,6 +66,40 @@ pub(super) fn enter(
     ctx: &Ctx<'_>,
     state: &EnforcerState,
     next: &mut EnforcerState,
+    breach: (f64, f64),
+) -> Result<usize, String> {
+    let n = start(ctx, state, next, breach)?;
+    let now = ctx.now;
+    next.ladder.rung = LEVER_RUNG;
+    next.ladder.entered(LEVER_RUNG, now, Some(breach.0), false);
+    next.ladder.since = now;
+    next.ladder.below_since = None;
+    next.ladder.top = next.ladder.top.max(LEVER_RUNG);
+    Ok(n)
+}
+
+/// The pause is in force without the lever (skipped at the escalation: nothing backfilled yet,
+/// as when a recovery starts from the PG log and backfill comes later) and PGs now wait for
+/// backfill: the lever joins the pause at an N from the breach, so that the unpaused part of
+/// each period no longer lets every PG backfill at once. The rung stays the pause's; once the
+/// pause winds down, rung 3 drives N. `Err`: still nothing to hold, or why not.
+pub(super) fn join_pause(
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    breach: (f64, f64),
+) -> Result<usize, String> {
+    let n = start(ctx, state, next, breach)?;
+    next.ladder
+        .entered(LEVER_RUNG, ctx.now, Some(breach.0), false);
+    Ok(n)
+}
+
+/// The lever's state at an N from the breach and the memory, if there is something to hold.
+fn start(
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
     (p99, bound): (f64, f64),
 ) -> Result<usize, String> {
     let policy = ctx.policy;
@@ -107,13 +141,7 @@ pub(super) fn enter(
         };
         return Err(why);
     }
-    let now = ctx.now;
-    next.ladder.lever = Some(LeverState::start(n, now));
-    next.ladder.rung = LEVER_RUNG;
-    next.ladder.entered(LEVER_RUNG, now, Some(p99), false);
-    next.ladder.since = now;
-    next.ladder.below_since = None;
-    next.ladder.top = next.ladder.top.max(LEVER_RUNG);
+    next.ladder.lever = Some(LeverState::start(n, ctx.now));
     Ok(n)
 }
 
@@ -209,11 +237,12 @@ pub(super) fn at_rung(
         });
     }
     if step.escalate {
+        let p99 = ctx.obs.p99.unwrap_or(0.0);
         return AtRung::Escalate(format!(
-            "{} left {} > bound {} for {} at N = 1",
+            "{} left {} > {} for {} at N = 1",
             lever_name(Some(1)),
-            ctx.p99(ctx.obs.p99.unwrap_or(0.0)),
-            fmt_ms(bound),
+            ctx.p99(p99),
+            super::pause::over_what(p99, bound, policy.ladder.aim),
             crate::units::fmt_secs(now - ls.at_one_since.unwrap_or(now))
         ));
     }

@@ -316,8 +316,11 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
     let mut sim = LeverSim::new(lever_policy(), rebalance());
     to_the_lever(&mut sim, 36.0);
     assert_eq!(sim.n(), Some(9));
-    // A period (the 1m window) still above the bound: 9 -> 4.
+    // A period (the 1m window, from after the held PGs peered) still above the bound: 9 -> 4,
+    // at the first cycle after it ended.
     sim.run_for(60, Some(48.0));
+    assert_eq!(sim.n(), Some(9), "the holds' own peering is not judged");
+    sim.run_for(15, Some(48.0));
     assert_eq!(sim.n(), Some(4));
     assert_eq!(sim.backfilling(), 4);
     let lim = messages_of(&sim, "BACKFILL_LIMIT");
@@ -497,6 +500,55 @@ fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
         )),
         "{skip:?}"
     );
+    assert_eq!(sim.n(), None);
+    assert_eq!(sim.held(), 0);
+
+    // Then the PGs the log could not cover backfill (as on the lab, a minute into a rebalance),
+    // p99 still over the bound under the pause: the lever joins the pause, the rung stays 4.
+    let rebalancing = rebalance();
+    sim.cluster.pgs = rebalancing.pgs;
+    sim.cluster.map = rebalancing.map;
+    sim.run_for(15, Some(48.0));
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    assert!(sim.state.ladder.pause.is_some());
+    assert_eq!(sim.n(), Some(4), "48 ms is 1.5x the bound: 19 >> 2");
+    assert_eq!(sim.backfilling(), 4);
+    assert_eq!(sim.held(), 15);
+    let joined = messages_of(&sim, "BACKFILL_LIMIT");
+    assert!(
+        joined[0].starts_with("BACKFILL_LIMIT: PGs now wait for backfill and client p99 write 48.0 ms over the last 1m is still above the bound 32.0 ms: ")
+            && joined[0].contains("rung 3 (backfill lever: at most 4 PGs backfilling at once) joins the pause (19 PGs backfill now; p99 1.5x the bound)"),
+        "{joined:?}"
+    );
+    // Once in, it is not entered again.
+    sim.run_for(60, Some(48.0));
+    assert_eq!(messages_of(&sim, "BACKFILL_LIMIT").len(), 1);
+}
+
+#[test]
+fn the_lever_does_not_join_a_pause_that_holds_the_aim() {
+    let cluster = FakeUpmap {
+        pgs: pgs::parse(&fixture("upmap/10-logrecovery.ceph_pg_dump_pgs_brief.json")).unwrap(),
+        map: upmap::view(&fixture("upmap/10-logrecovery.ceph_osd_dump.json")).unwrap(),
+        ..rebalance()
+    };
+    let mut sim = LeverSim::new(lever_policy(), cluster);
+    sim.cluster.pgs.retain(|p| !p.has_state("undersized"));
+    for _ in 0..20 {
+        sim.now += 15.0;
+        let mut obs = sim.obs(Some(48.0));
+        obs.pgs_recovering = 19;
+        obs.degraded_objects = 100;
+        sim.step(obs);
+    }
+    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    let rebalancing = rebalance();
+    sim.cluster.pgs = rebalancing.pgs;
+    sim.cluster.map = rebalancing.map;
+    // 25 ms: within the aim (28.8 ms) and above the lower threshold: nothing to add.
+    sim.run_for(60, Some(25.0));
+    assert_eq!(sim.n(), None);
+    assert_eq!(sim.held(), 0);
 }
 
 #[test]

@@ -634,13 +634,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         } else {
             self.run_effect(&effect).await
         };
+        // The outcome is taken in as of when the commands finished: a dozen upmap entries take
+        // about as many seconds through the monitors (seen on the lab), and what follows from
+        // them (the peering of held PGs) starts then, not when they were decided.
+        let done_at = self.clock.now().max(now);
         let after = apply_outcome(
             &self.policy,
             obs,
             std::mem::take(&mut self.state),
             &effect,
             &outcome,
-            now,
+            done_at,
         );
         self.state = after.next;
         let persist = after.persist.map(|p| (p.why, p.before_logging));

@@ -350,6 +350,11 @@ fn backfill_outcome(
                     }
                 }
             }
+            if !held_ok.is_empty() {
+                if let Some(l) = after.next.ladder.lever.as_mut() {
+                    l.moved(ctx.now);
+                }
+            }
             let balancer_ok = balancer.iter().all(|(_, r)| r.is_ok());
             for (cmd, r) in balancer {
                 if let Err(e) = r {

@@ -32,8 +32,10 @@ pub struct RealProcesses {
     exe: PathBuf,
     /// What `serve` gets after what the experiment sets (ceph connection, `--serve-args`).
     serve_rest: Vec<String>,
-    /// The enforcer's state file and log go here.
+    /// The enforcer's state file and logs go here.
     dir: PathBuf,
+    /// Enforcers started so far: each enforced row's log is its own (`serve-1.log`, ...).
+    started: std::sync::atomic::AtomicUsize,
 }
 
 impl RealProcesses {
@@ -43,6 +45,7 @@ impl RealProcesses {
             exe,
             serve_rest,
             dir,
+            started: Default::default(),
         }
     }
 }
@@ -198,7 +201,11 @@ impl Processes for RealProcesses {
             .map_err(|e| format!("finding a free port on 127.0.0.1: {e}"))?;
         let state_file = self.dir.join("enforcer-state.json");
         let _ = std::fs::remove_file(&state_file);
-        let log = self.dir.join("serve.log");
+        let k = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let log = self.dir.join(format!("serve-{k}.log"));
         let mut rest = self.serve_rest.clone();
         rest.extend(extra.iter().map(|w| w.to_string()));
         let argv = serve_argv(
@@ -449,22 +456,30 @@ mod tests {
         assert!(p.run(&[]).await.is_err());
     }
 
+    /// Why the child exited, once it has (it is expected to exit at once).
+    async fn exit_reason(child: &mut RealEnforcer) -> String {
+        for _ in 0..200 {
+            if let Some(why) = child.exited() {
+                return why;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the child did not exit");
+    }
+
     #[tokio::test]
     async fn an_enforcer_that_cannot_start_is_reported_with_its_words() {
         // `sh serve --web.listen-address ...`: sh cannot open a script named serve.
         let p = procs("/bin/sh");
-        let mut child = p.start_enforcer(0.0455, 2.0, &[]).unwrap();
-        let mut why = None;
-        for _ in 0..200 {
-            why = child.exited();
-            if why.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let why = why.expect("sh exits at once");
+        let mut first = p.start_enforcer(0.0455, 2.0, &[]).unwrap();
+        let why = exit_reason(&mut first).await;
         assert!(why.contains("serve"), "{why}");
-        assert!(why.contains("serve.log"), "{why}");
+        assert!(why.contains("serve-1.log"), "{why}");
+        // The next enforced row keeps its own log.
+        let _ = first.stop().await;
+        let mut child = p.start_enforcer(0.0455, 2.0, &[]).unwrap();
+        let why = exit_reason(&mut child).await;
+        assert!(why.contains("serve-2.log"), "{why}");
         let e = child.get("/metrics").await.unwrap_err();
         assert!(e.contains("127.0.0.1"), "{e}");
         let end = child.stop().await;
