@@ -474,16 +474,16 @@ fn require_min_compat_client_below_luminous_skips_rung_3_to_the_pause() {
     assert!(!sim.commands.iter().any(|c| c.contains("upmap")));
 }
 
-#[test]
-fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
+/// The lab's recorded recovery from the PG log (19 PGs recovering, nothing backfilling), p99
+/// 48 ms (1.5x the bound) for 5 minutes: the ladder is at the pause.
+fn log_recovery_to_the_pause() -> LeverSim {
     let cluster = FakeUpmap {
         pgs: pgs::parse(&fixture("upmap/10-logrecovery.ceph_pg_dump_pgs_brief.json")).unwrap(),
         map: upmap::view(&fixture("upmap/10-logrecovery.ceph_osd_dump.json")).unwrap(),
         ..rebalance()
     };
     let mut sim = LeverSim::new(lever_policy(), cluster);
-    // 19 PGs recovering from the log, one undersized: the bound is suspended anyway; without
-    // it, nothing backfills: nothing to hold.
+    // One PG undersized there: the bound would be suspended; without it, nothing backfills.
     sim.cluster.pgs.retain(|p| !p.has_state("undersized"));
     for _ in 0..20 {
         sim.now += 15.0;
@@ -493,6 +493,19 @@ fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
         sim.step(obs);
     }
     assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
+    sim
+}
+
+/// The PGs the log could not cover now backfill (the lab's recorded rebalance).
+fn backfill_begins(sim: &mut LeverSim) {
+    let rebalancing = rebalance();
+    sim.cluster.pgs = rebalancing.pgs;
+    sim.cluster.map = rebalancing.map;
+}
+
+#[test]
+fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
+    let mut sim = log_recovery_to_the_pause();
     let skip = messages_of(&sim, "LADDER_SKIP");
     assert!(
         skip.iter().any(|s| s.contains(
@@ -503,11 +516,9 @@ fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
     assert_eq!(sim.n(), None);
     assert_eq!(sim.held(), 0);
 
-    // Then the PGs the log could not cover backfill (as on the lab, a minute into a rebalance),
-    // p99 still over the bound under the pause: the lever joins the pause, the rung stays 4.
-    let rebalancing = rebalance();
-    sim.cluster.pgs = rebalancing.pgs;
-    sim.cluster.map = rebalancing.map;
+    // Then backfill begins (as on the lab, a minute into a rebalance), p99 still over the bound
+    // under the pause: the lever joins the pause, the rung stays 4.
+    backfill_begins(&mut sim);
     sim.run_for(15, Some(48.0));
     assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
     assert!(sim.state.ladder.pause.is_some());
@@ -527,24 +538,8 @@ fn recovery_from_the_log_has_nothing_to_hold_and_goes_to_the_pause() {
 
 #[test]
 fn the_lever_does_not_join_a_pause_that_holds_the_aim() {
-    let cluster = FakeUpmap {
-        pgs: pgs::parse(&fixture("upmap/10-logrecovery.ceph_pg_dump_pgs_brief.json")).unwrap(),
-        map: upmap::view(&fixture("upmap/10-logrecovery.ceph_osd_dump.json")).unwrap(),
-        ..rebalance()
-    };
-    let mut sim = LeverSim::new(lever_policy(), cluster);
-    sim.cluster.pgs.retain(|p| !p.has_state("undersized"));
-    for _ in 0..20 {
-        sim.now += 15.0;
-        let mut obs = sim.obs(Some(48.0));
-        obs.pgs_recovering = 19;
-        obs.degraded_objects = 100;
-        sim.step(obs);
-    }
-    assert_eq!(sim.state.ladder.rung, PAUSE_RUNG);
-    let rebalancing = rebalance();
-    sim.cluster.pgs = rebalancing.pgs;
-    sim.cluster.map = rebalancing.map;
+    let mut sim = log_recovery_to_the_pause();
+    backfill_begins(&mut sim);
     // 25 ms: within the aim (28.8 ms) and above the lower threshold: nothing to add.
     sim.run_for(60, Some(25.0));
     assert_eq!(sim.n(), None);

@@ -125,6 +125,19 @@ fn grouped<S: AsRef<std::ffi::OsStr>>(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
+    // A shell that starts a job in the background (`nohup ceph-recovery-budget experiment ... &`)
+    // starts it with SIGINT ignored, and children inherit that: fio would survive the SIGINT
+    // that makes it print its report (fio itself sets its handlers, but a wrapper script cannot
+    // trap a signal ignored on entry). The children get SIGINT's default back.
+    // SAFETY: between fork and exec only `sigaction`, which is async-signal-safe, is called.
+    unsafe {
+        c.pre_exec(|| {
+            use nix::sys::signal::{signal, SigHandler, Signal};
+            signal(Signal::SIGINT, SigHandler::SigDfl)
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
     c
 }
 
