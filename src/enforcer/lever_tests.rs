@@ -222,6 +222,20 @@ impl LeverSim {
         }
     }
 
+    /// Every backfill running now finishes.
+    fn finish_running(&mut self) {
+        let running: Vec<String> = self
+            .cluster
+            .pgs
+            .iter()
+            .filter(|p| crate::backfill::plan::backfills(p))
+            .map(|p| p.pgid.clone())
+            .collect();
+        for id in running {
+            self.cluster.finish(&id);
+        }
+    }
+
     fn held(&self) -> usize {
         self.state.backfill.held.len()
     }
@@ -383,16 +397,7 @@ fn the_recovery_is_not_over_while_pgs_are_held() {
     let mut sim = LeverSim::new(lever_policy(), rebalance());
     to_the_lever(&mut sim, 36.0);
     // Every backfill that runs finishes: nothing moves, only held PGs are left.
-    let running: Vec<String> = sim
-        .cluster
-        .pgs
-        .iter()
-        .filter(|p| crate::backfill::plan::backfills(p))
-        .map(|p| p.pgid.clone())
-        .collect();
-    for id in running {
-        sim.cluster.finish(&id);
-    }
+    sim.finish_running();
     assert_eq!(sim.backfilling(), 0);
     let obs = sim.obs(Some(48.0));
     assert!(!obs.recovery_active(), "Ceph's counts say nothing recovers");
@@ -809,20 +814,8 @@ fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
     sim.run_for(15, Some(25.0));
     let held = sim.held();
     assert!(held >= 10, "{held}");
-    let finish_running = |sim: &mut LeverSim| {
-        let running: Vec<String> = sim
-            .cluster
-            .pgs
-            .iter()
-            .filter(|p| crate::backfill::plan::backfills(p))
-            .map(|p| p.pgid.clone())
-            .collect();
-        for id in running {
-            sim.cluster.finish(&id);
-        }
-    };
     // Nothing backfills any more: one held PG is released, and peers.
-    finish_running(&mut sim);
+    sim.finish_running();
     sim.run_for(15, Some(25.0));
     assert_eq!(sim.held(), held - 1);
     let released: Vec<String> = sim
@@ -844,7 +837,7 @@ fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
     assert_eq!(sim.held(), held - 1);
     assert_eq!(sim.backfilling(), 1);
     // Done: the next one goes.
-    finish_running(&mut sim);
+    sim.finish_running();
     sim.run_for(15, Some(25.0));
     assert_eq!(sim.held(), held - 2);
     // Never a release followed by a hold of the same PGs.
