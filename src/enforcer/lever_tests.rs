@@ -222,16 +222,19 @@ impl LeverSim {
         }
     }
 
-    /// Every backfill running now finishes.
-    fn finish_running(&mut self) {
-        let running: Vec<String> = self
-            .cluster
+    /// The PGs that backfill (or wait to) now.
+    fn running(&self) -> Vec<String> {
+        self.cluster
             .pgs
             .iter()
             .filter(|p| crate::backfill::plan::backfills(p))
             .map(|p| p.pgid.clone())
-            .collect();
-        for id in running {
+            .collect()
+    }
+
+    /// Every backfill running now finishes.
+    fn finish_running(&mut self) {
+        for id in self.running() {
             self.cluster.finish(&id);
         }
     }
@@ -363,14 +366,7 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
     // Backfills finish meanwhile; what is held is released as N allows, never all at once.
     let mut most = 0;
     for _ in 0..40 {
-        let running: Vec<String> = sim
-            .cluster
-            .pgs
-            .iter()
-            .filter(|p| crate::backfill::plan::backfills(p))
-            .map(|p| p.pgid.clone())
-            .collect();
-        if let Some(first) = running.first() {
+        if let Some(first) = sim.running().first() {
             sim.cluster.finish(first);
         }
         sim.run_for(60, Some(20.0));
