@@ -915,6 +915,45 @@ async fn the_backfill_lever_holds_releases_and_hands_everything_back() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// The entry's holds go to the monitors together: with each command taking 1 s (a monitor
+/// committing each in its own OSD map), the BACKFILL line (logged once they are done) follows
+/// the ESCALATE by a second per eight PGs, not by a second per PG (on the lab, 12 holds one
+/// after the other took 12 s, every held PG re-peering in its own epoch).
+#[tokio::test(start_paused = true)]
+async fn the_lever_holds_its_pgs_together() {
+    let file = temp_state("lever-together");
+    let mut p = pause_policy(&file);
+    p.ladder.backfill_lever = true;
+    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    *rig.cluster.actor.upmap.lock().unwrap() = Some(upmap_rebalance());
+    *rig.cluster.actor.upmap_takes.lock().unwrap() = Duration::from_secs(1);
+    for _ in 0..12 {
+        rig.play(ClusterState::Rebalance, true, 1).await;
+        if rig.enforcer.state().ladder.rung == 3 {
+            break;
+        }
+    }
+    let held = rig.enforcer.state().backfill.held.len();
+    assert!(held >= 9, "{held} held: {:?}", rig.commands());
+    let time_of = |event: &str| {
+        let shared = rig.enforcer.shared();
+        let v = shared.lock().unwrap();
+        v.decisions
+            .iter()
+            .find(|d| d.event == event)
+            .map(|d| d.time)
+            .unwrap_or_else(|| panic!("no {event}: {:?}", v.decisions))
+    };
+    let took = time_of("BACKFILL") - time_of("ESCALATE");
+    // Eight at a time: a second per eight PGs.
+    let rounds = held.div_ceil(8) as f64;
+    assert!(
+        (1.0..=rounds + 0.5).contains(&took),
+        "{held} holds took {took} s"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
 // ---- Clean exit (SIGTERM, SIGINT): what `--enforcer.on-exit` hands back, within the deadline.
 
 /// The commands the actor ran from the `from`-th on.

@@ -484,6 +484,15 @@ fn a_held_pg_that_becomes_degraded_is_released_first() {
 
 /// Three PGs held at N = 1 on the lab's map, nothing else backfilling: the record and the map
 /// after the holds, and the PGs as `pg dump` shows them (held ones active+clean).
+/// `three_held`, the first of them released at `t` (N = 1) and showing `state` afterwards.
+fn three_held_first_released(t: f64, state: &str) -> (UpmapView, Record, Vec<PgBrief>) {
+    let (mut map, mut record, mut pgs) = three_held();
+    let first = plan(&pgs, &map, &record, 1, t);
+    assert_eq!(first.release, vec![pg("2.9")]);
+    release_as_applied(&first, t, &mut map, &mut record, &mut pgs, state);
+    (map, record, pgs)
+}
+
 fn three_held() -> (UpmapView, Record, Vec<PgBrief>) {
     let mut map = map_of("90-wpq-rebalance");
     let mut record = Record::default();
@@ -527,18 +536,8 @@ fn set_state(pgs: &mut [PgBrief], id: &str, state: &str) {
 /// backfill; the next goes once it is done.
 #[test]
 fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
-    let (mut map, mut record, mut pgs) = three_held();
     let t = 1_000_000.0;
-    let first = plan(&pgs, &map, &record, 1, t);
-    assert_eq!(first.release, vec![pg("2.9")]);
-    release_as_applied(
-        &first,
-        t,
-        &mut map,
-        &mut record,
-        &mut pgs,
-        "remapped+peering",
-    );
+    let (mut map, mut record, mut pgs) = three_held_first_released(t, "remapped+peering");
     assert_eq!(
         record.releasing.keys().collect::<Vec<_>>(),
         vec![&pg("2.9")]
@@ -575,17 +574,8 @@ fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
 /// it keeps its place for 60 s at most.
 #[test]
 fn a_released_pg_keeps_its_place_for_60_s_at_most() {
-    let (mut map, mut record, mut pgs) = three_held();
     let t = 1_000_000.0;
-    let first = plan(&pgs, &map, &record, 1, t);
-    release_as_applied(
-        &first,
-        t,
-        &mut map,
-        &mut record,
-        &mut pgs,
-        "remapped+peering",
-    );
+    let (map, record, mut pgs) = three_held_first_released(t, "remapped+peering");
     assert!(plan(&pgs, &map, &record, 1, t + 59.0).release.is_empty());
     let p = plan(&pgs, &map, &record, 1, t + 60.0);
     assert!(p.on_the_way.is_empty());
@@ -602,11 +592,9 @@ fn a_released_pg_keeps_its_place_for_60_s_at_most() {
 
 #[test]
 fn a_released_pg_still_clean_in_a_late_dump_keeps_its_place() {
-    let (mut map, mut record, mut pgs) = three_held();
     let t = 1_000_000.0;
-    let first = plan(&pgs, &map, &record, 1, t);
     // `pg dump` lags the OSD map: the released PG still shows as it was while held.
-    release_as_applied(&first, t, &mut map, &mut record, &mut pgs, "active+clean");
+    let (map, record, pgs) = three_held_first_released(t, "active+clean");
     let p = plan(&pgs, &map, &record, 1, t + 2.0);
     assert_eq!(p.on_the_way, vec![pg("2.9")]);
     assert!(p.release.is_empty(), "{:?}", p.release);

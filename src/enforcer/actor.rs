@@ -209,6 +209,9 @@ pub struct FakeActor {
     pub versions: std::sync::Arc<std::sync::Mutex<Option<Result<OsdVersions, String>>>>,
     /// The PGs, OSD map and balancer the backfill lever sees; None: its reads fail.
     pub upmap: std::sync::Arc<std::sync::Mutex<Option<FakeUpmap>>>,
+    /// How long each `pg-upmap-items` / `rm-pg-upmap-items` takes (a monitor committing each
+    /// in its own OSD map epoch; tokio's clock).
+    pub upmap_takes: std::sync::Arc<std::sync::Mutex<std::time::Duration>>,
 }
 
 impl FakeActor {
@@ -273,6 +276,12 @@ impl FakeActor {
             .is_ok()
         {
             tokio::time::sleep(std::time::Duration::from_secs(24 * 3600)).await;
+        }
+    }
+    async fn upmap_commit(&self) {
+        let takes = self.upmap_takes.lock().map(|d| *d).unwrap_or_default();
+        if !takes.is_zero() {
+            tokio::time::sleep(takes).await;
         }
     }
     fn should_fail(&self) -> bool {
@@ -434,6 +443,7 @@ impl Actor for FakeActor {
                 .join(" ")
         );
         self.log(what.clone());
+        self.upmap_commit().await;
         if let Some(e) = self.refusal(&what) {
             return Err(e);
         }
@@ -446,6 +456,7 @@ impl Actor for FakeActor {
     async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
         let what = format!("osd rm-pg-upmap-items {pgid}");
         self.log(what.clone());
+        self.upmap_commit().await;
         if let Some(e) = self.refusal(&what) {
             return Err(e);
         }

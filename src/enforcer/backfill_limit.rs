@@ -49,7 +49,8 @@ pub struct LeverState {
     /// N before the last raise, until a period judges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_from: Option<usize>,
-    /// Since when N has been 1 (the pause comes next once that did not hold the bound).
+    /// Since when N has been 1 with p99 over the aim in every period (the pause comes next once
+    /// that lasts the settle time); `None` once a period at N = 1 ends within the aim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_one_since: Option<Time>,
 }
@@ -89,7 +90,7 @@ pub fn entry_n(ratio: f64, backfilling: usize, remembered: Option<usize>) -> usi
 pub const PEERING_GRACE: f64 = 5.0;
 
 impl LeverState {
-    /// PGs were just held (the lever's own move, to a lower N): each re-peers, and the window
+    /// PGs were just held or released (the lever's own move): each re-peers, and the window
     /// that covers it shows the move, not what N does (on the lab: 3 -> 1 judged on the 545 ms
     /// of its own holds, then the pause called for 12 s later on the 425 ms of the next ones,
     /// with p99 at 88 ms the window after). N, and the settle time at N = 1, are judged from
@@ -197,7 +198,10 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             next.raised_from = None;
         }
     }
-    if next.n == 1 {
+    // The settle time at N = 1 counts periods over the aim with none within it between: on the
+    // lab, one window over the aim after five minutes at N = 1 within it called in the pause.
+    let over = input.p99.is_some_and(|p| p > input.bound * policy.aim);
+    if next.n == 1 && over {
         next.at_one_since.get_or_insert(now);
     } else {
         next.at_one_since = None;
@@ -337,6 +341,32 @@ mod tests {
         let st = lever_step(&lp(), &n, &input(120.0, Some(300.0), 6));
         assert!(st.escalate);
         assert_eq!(st.next.unwrap().n, 1, "the N = 1 holds are kept");
+    }
+
+    #[test]
+    fn one_period_over_after_minutes_within_at_one_does_not_call_the_pause() {
+        let mut n = LeverState::start(1, 0.0);
+        // Five minutes at N = 1 within the bound (above the lower threshold: N stays).
+        for t in [60.0, 120.0, 180.0, 240.0, 300.0] {
+            let st = lever_step(&lp(), &n, &input(t, Some(80.0), 6));
+            n = st.next.unwrap();
+            assert_eq!((n.n, n.at_one_since), (1, None), "{t}");
+        }
+        // One period over: the settle time starts now, not five minutes ago.
+        let st = lever_step(&lp(), &n, &input(360.0, Some(120.0), 6));
+        assert!(!st.escalate);
+        n = st.next.unwrap();
+        assert_eq!(n.at_one_since, Some(360.0));
+        // Within again, then over: counted afresh.
+        n = lever_step(&lp(), &n, &input(420.0, Some(80.0), 6))
+            .next
+            .unwrap();
+        assert_eq!(n.at_one_since, None);
+        n = lever_step(&lp(), &n, &input(480.0, Some(120.0), 6))
+            .next
+            .unwrap();
+        // Over for the whole settle time: the pause.
+        assert!(lever_step(&lp(), &n, &input(540.0, Some(120.0), 6)).escalate);
     }
 
     #[test]

@@ -71,7 +71,6 @@ pub(super) fn enter(
     let n = start(ctx, state, next, breach)?;
     let now = ctx.now;
     next.ladder.rung = LEVER_RUNG;
-    next.ladder.entered(LEVER_RUNG, now, Some(breach.0), false);
     next.ladder.since = now;
     next.ladder.below_since = None;
     next.ladder.top = next.ladder.top.max(LEVER_RUNG);
@@ -89,13 +88,11 @@ pub(super) fn join_pause(
     next: &mut EnforcerState,
     breach: (f64, f64),
 ) -> Result<usize, String> {
-    let n = start(ctx, state, next, breach)?;
-    next.ladder
-        .entered(LEVER_RUNG, ctx.now, Some(breach.0), false);
-    Ok(n)
+    start(ctx, state, next, breach)
 }
 
-/// The lever's state at an N from the breach and the memory, if there is something to hold.
+/// The lever's state at an N from the breach and the memory, if there is something to hold;
+/// its action is noted with the p99 that led to it (for the EFFECT line one window later).
 fn start(
     ctx: &Ctx<'_>,
     state: &EnforcerState,
@@ -142,6 +139,7 @@ fn start(
         return Err(why);
     }
     next.ladder.lever = Some(LeverState::start(n, ctx.now));
+    next.ladder.entered(LEVER_RUNG, ctx.now, Some(p99), false);
     Ok(n)
 }
 

@@ -63,6 +63,11 @@ pub use policy::{BaselineSpec, Mode, OnExit, Policy};
 pub use state::{EnforcerState, Phase, Time};
 pub use view::EnforcerView;
 
+/// The backfill lever's `pg-upmap-items` / `rm-pg-upmap-items` commands in flight at once (see
+/// `run_backfill`): enough for the monitors to commit an entry's holds together, few enough
+/// for the ceph CLI's processes on a small admin host.
+const UPMAP_AT_ONCE: usize = 8;
+
 /// Wall-clock time for the pure code and the log. The tokio-based clock advances with tokio's
 /// (pausable) clock, so the loop can be tested under `tokio::time::pause`.
 pub trait Clock: Send + Sync + 'static {
@@ -727,13 +732,16 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
 
     /// The lever's commands: releases first (they never need the balancer paused), then the
     /// balancer paused before any hold (it removes upmap entries), then the holds; the
-    /// balancer is put back last, once nothing is held.
+    /// balancer is put back last, once nothing is held. Releases and holds go to the monitors
+    /// [`UPMAP_AT_ONCE`] at a time: the monitors commit the changes that arrive together in
+    /// one OSD map, where one after the other each waited for its own (12 holds took 12 s on
+    /// the lab, each PG re-peering in its own epoch: the entry's over-bound windows).
     async fn run_backfill(&self, b: &effect::BackfillEffect) -> Outcome {
         use crate::backfill::BalancerStep;
+        use futures_util::future::join_all;
         let mut released = Vec::new();
-        for id in &b.release {
-            let r = self.actor.rm_pg_upmap_items(*id).await;
-            released.push((*id, r.map_err(CommandError::from)));
+        for ids in b.release.chunks(UPMAP_AT_ONCE) {
+            released.extend(join_all(ids.iter().map(|id| self.release_one(*id))).await);
         }
         let mut balancer = Vec::new();
         let mut held = Vec::new();
@@ -750,9 +758,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 };
             }
         }
-        for h in &b.hold {
-            let r = self.actor.pg_upmap_items(h.pgid, &h.items).await;
-            held.push((h.pgid, r.map_err(CommandError::from)));
+        for holds in b.hold.chunks(UPMAP_AT_ONCE) {
+            held.extend(join_all(holds.iter().map(|h| self.hold_one(h))).await);
         }
         if let BalancerStep::Restore {
             to,
@@ -777,6 +784,22 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             held,
             balancer,
         }
+    }
+
+    async fn release_one(
+        &self,
+        id: crate::ceph::parse::upmap::PgId,
+    ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
+        let r = self.actor.rm_pg_upmap_items(id).await;
+        (id, r.map_err(CommandError::from))
+    }
+
+    async fn hold_one(
+        &self,
+        h: &crate::backfill::PlannedHold,
+    ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
+        let r = self.actor.pg_upmap_items(h.pgid, &h.items).await;
+        (h.pgid, r.map_err(CommandError::from))
     }
 
     /// The configured values of the keys `action` changes, after it failed.

@@ -350,7 +350,9 @@ fn backfill_outcome(
                     }
                 }
             }
-            if !held_ok.is_empty() {
+            // Held or released, a PG re-peers: N is judged from after it (a raise judged on its
+            // own release's peering was taken back and capped N at 1 for a whole lab recovery).
+            if !held_ok.is_empty() || !released_ok.is_empty() {
                 if let Some(l) = after.next.ladder.lever.as_mut() {
                     l.moved(ctx.now);
                 }
