@@ -482,8 +482,6 @@ fn a_held_pg_that_becomes_degraded_is_released_first() {
     assert!(p.hold.is_empty());
 }
 
-/// Three PGs held at N = 1 on the lab's map, nothing else backfilling: the record and the map
-/// after the holds, and the PGs as `pg dump` shows them (held ones active+clean).
 /// `three_held`, the first of them released at `t` (N = 1) and showing `state` afterwards.
 fn three_held_first_released(t: f64, state: &str) -> (UpmapView, Record, Vec<PgBrief>) {
     let (mut map, mut record, mut pgs) = three_held();
@@ -493,6 +491,8 @@ fn three_held_first_released(t: f64, state: &str) -> (UpmapView, Record, Vec<PgB
     (map, record, pgs)
 }
 
+/// Three PGs held at N = 1 on the lab's map, nothing else backfilling: the record and the map
+/// after the holds, and the PGs as `pg dump` shows them (held ones active+clean).
 fn three_held() -> (UpmapView, Record, Vec<PgBrief>) {
     let mut map = map_of("90-wpq-rebalance");
     let mut record = Record::default();

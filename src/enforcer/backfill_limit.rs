@@ -14,8 +14,8 @@
 //!   next ones over): no further raise meanwhile, and p99 over the aim in that time takes it
 //!   back and makes the N before it the most for the rest of the recovery (`ceiling`), as the
 //!   pause's floor.
-//! - At N = 1 and still above the bound after the ladder's settle time: the pause (rung 4)
-//!   is next, the N = 1 holds kept.
+//! - At N = 1 and above the aim in every period for the ladder's settle time: the pause
+//!   (rung 4) is next, the N = 1 holds kept.
 //! - Nothing held and p99 low: the lever is no longer needed.
 
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,7 @@ pub struct LeverState {
     pub n: usize,
     /// When the period that judges `n` began.
     pub period_start: Time,
-    /// N is never raised above this in this recovery: raising it let p99 back over the bound.
+    /// N is never raised above this in this recovery: raising it let p99 back over the aim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<usize>,
     /// N before the last raise, while the raise is on trial.
@@ -385,7 +385,7 @@ mod tests {
         assert!(st
             .note
             .unwrap()
-            .contains("raising it to 3 let client p99 write back over the aim"),);
+            .contains("raising it to 3 let client p99 write back over the aim"));
     }
 
     #[test]
