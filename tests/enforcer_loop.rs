@@ -833,22 +833,35 @@ fn upmap_rebalance() -> ceph_recovery_budget::enforcer::actor::FakeUpmap {
     }
 }
 
-/// Rung 3 through the loop: after the throttle (no change: the OSDs' own profile would be it on
-/// Pacific; here a change), the lever pauses the balancer and holds PGs, each recorded in the
-/// state file first; SHUTDOWN releases exactly those and puts the balancer back.
-#[tokio::test(start_paused = true)]
-async fn the_backfill_lever_holds_releases_and_hands_everything_back() {
-    let file = temp_state("lever");
-    let mut p = pause_policy(&file);
+/// The pause policy with the backfill lever on, on the lab's rebalance; each upmap command
+/// takes `takes` (the fake monitor's commit).
+fn lever_rig(file: &str, takes: Duration) -> Rig {
+    let mut p = pause_policy(file);
     p.ladder.backfill_lever = true;
-    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    let rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
     *rig.cluster.actor.upmap.lock().unwrap() = Some(upmap_rebalance());
+    *rig.cluster.actor.upmap_takes.lock().unwrap() = takes;
+    rig
+}
+
+/// Slow writes during the rebalance until the ladder is on rung 3 (at most 12 cycles).
+async fn to_rung3(rig: &mut Rig) {
     for _ in 0..12 {
         rig.play(ClusterState::Rebalance, true, 1).await;
         if rig.enforcer.state().ladder.rung == 3 {
             break;
         }
     }
+}
+
+/// Rung 3 through the loop: after the throttle (no change: the OSDs' own profile would be it on
+/// Pacific; here a change), the lever pauses the balancer and holds PGs, each recorded in the
+/// state file first; SHUTDOWN releases exactly those and puts the balancer back.
+#[tokio::test(start_paused = true)]
+async fn the_backfill_lever_holds_releases_and_hands_everything_back() {
+    let file = temp_state("lever");
+    let mut rig = lever_rig(&file, Duration::ZERO);
+    to_rung3(&mut rig).await;
     let cmds = rig.commands();
     let first_hold = cmds
         .iter()
@@ -922,17 +935,8 @@ async fn the_backfill_lever_holds_releases_and_hands_everything_back() {
 #[tokio::test(start_paused = true)]
 async fn the_lever_holds_its_pgs_together() {
     let file = temp_state("lever-together");
-    let mut p = pause_policy(&file);
-    p.ladder.backfill_lever = true;
-    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
-    *rig.cluster.actor.upmap.lock().unwrap() = Some(upmap_rebalance());
-    *rig.cluster.actor.upmap_takes.lock().unwrap() = Duration::from_secs(1);
-    for _ in 0..12 {
-        rig.play(ClusterState::Rebalance, true, 1).await;
-        if rig.enforcer.state().ladder.rung == 3 {
-            break;
-        }
-    }
+    let mut rig = lever_rig(&file, Duration::from_secs(1));
+    to_rung3(&mut rig).await;
     let held = rig.enforcer.state().backfill.held.len();
     assert!(held >= 9, "{held} held: {:?}", rig.commands());
     let time_of = |event: &str| {
