@@ -8,8 +8,9 @@
 //!   the bound in the last recovery of this cluster (the memory).
 //! - Each period (the latency window: each N is judged on a p99 measured entirely under it)
 //!   that ends above the bound halves N (at least 1), one above the aim but within the bound
-//!   lowers it by one; one that ends below `lower` x the bound raises N by one (gradual
-//!   release). A raise is on trial for [`TRIAL_PERIODS`] periods (a released PG's backfill
+//!   lowers it by one; [`LOW_PERIODS`] in a row that end below `lower` x the bound raise N by
+//!   one (gradual release: on the lab, a raise on the first low window after the entry put
+//!   the next two windows back over the bound). A raise is on trial for [`TRIAL_PERIODS`] periods (a released PG's backfill
 //!   takes that long to weigh fully: on the lab the window after a raise was within and the
 //!   next ones over): no further raise meanwhile, and p99 over the aim in that time takes it
 //!   back and makes the N before it the most for the rest of the recovery (`ceiling`), as the
@@ -25,6 +26,11 @@ use super::types::Time;
 
 /// Periods a raise of N stays on trial (see the module's doc).
 pub const TRIAL_PERIODS: f64 = 3.0;
+
+/// Periods in a row below `lower` x the bound before N is raised (see the module's doc). The
+/// same span as a raise's trial: the entry's and a lowering's first low window shows the PGs
+/// just held, not yet what the ones left backfilling weigh.
+pub const LOW_PERIODS: f64 = 3.0;
 
 /// The lever's rung on the ladder.
 pub const LEVER_RUNG: u8 = 3;
@@ -63,6 +69,10 @@ pub struct LeverState {
     /// that lasts the settle time); `None` once a period at N = 1 ends within the aim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_one_since: Option<Time>,
+    /// When the run of periods ending below `lower` x the bound began (a raise needs
+    /// [`LOW_PERIODS`] of them); `None` after a period above it and after a raise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_since: Option<Time>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +132,7 @@ impl LeverState {
             raised_from: None,
             raised_at: None,
             at_one_since: (n == 1).then_some(now),
+            low_since: None,
         }
     }
 }
@@ -140,6 +151,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
         step.next = Some(next);
         return step;
     }
+    let began = next.period_start;
     next.period_start = now;
     let before = next.n;
     let p99 = |p: f64| crate::units::fmt_ms(p);
@@ -147,6 +159,17 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
         && next
             .raised_at
             .is_some_and(|t| now - t < TRIAL_PERIODS * policy.period);
+    let low_long_enough = match input.p99 {
+        Some(p) if p < input.bound * policy.lower => {
+            let since = *next.low_since.get_or_insert(began);
+            // A period is never shorter than `period`: the small slack absorbs float rounding.
+            now - since >= LOW_PERIODS * policy.period - 1e-6
+        }
+        _ => {
+            next.low_since = None;
+            false
+        }
+    };
     match input.p99 {
         Some(p) if p > input.bound * policy.aim => {
             let over = super::pause::over_what(p, input.bound, policy.aim);
@@ -192,16 +215,18 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
                 ));
                 return step;
             }
-            if next.ceiling.is_none_or(|c| next.n < c) {
+            if low_long_enough && next.ceiling.is_none_or(|c| next.n < c) {
                 next.raised_from = Some(next.n);
+                next.low_since = None;
                 next.raised_at = Some(now);
                 next.n += 1;
                 step.note = Some(format!(
-                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {}; {} PGs still held, released one more at a time",
+                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {} for {} windows in a row; {} PGs still held, released one more at a time",
                     next.n,
                     p99(p),
                     policy.lower * 100.0,
                     p99(input.bound),
+                    LOW_PERIODS,
                     input.held
                 ));
             }
@@ -340,25 +365,65 @@ mod tests {
         assert!(
             st.note.unwrap().starts_with("at most 8 -> 4 PGs backfilling at once: client p99 write 300 ms still above the bound 100 ms (3.0x the bound)")
         );
-        let st = lever_step(&lp(), &n, &input(120.0, Some(50.0), 5));
+        // Low for three periods in a row: raised by one on the third.
+        let n = low_periods(&lp(), n, [120.0, 180.0], 5);
+        assert_eq!(n.n, 4);
+        let st = lever_step(&lp(), &n, &input(240.0, Some(50.0), 5));
         assert_eq!(st.held, Some(4));
+        assert!(st
+            .note
+            .unwrap()
+            .contains("below 70% of the bound 100 ms for 3 windows in a row"));
         let n = st.next.unwrap();
-        assert_eq!(n.n, 5);
-        assert_eq!(n.raised_from, Some(4));
+        assert_eq!((n.n, n.raised_from), (5, Some(4)));
         // On trial for three periods: low again, no further raise; within, not yet confirmed.
-        let st = lever_step(&lp(), &n, &input(180.0, Some(50.0), 5));
+        let st = lever_step(&lp(), &n, &input(300.0, Some(50.0), 5));
         assert!(st.note.is_none());
         let n = st.next.unwrap();
         assert_eq!((n.n, n.raised_from), (5, Some(4)));
-        let n = lever_step(&lp(), &n, &input(240.0, Some(90.0), 5))
+        let n = lever_step(&lp(), &n, &input(360.0, Some(90.0), 5))
             .next
             .unwrap();
         assert_eq!((n.n, n.raised_from), (5, Some(4)));
         // Between the lower threshold and the bound after the trial: N holds, the raise
         // confirmed.
-        let st = lever_step(&lp(), &n, &input(300.0, Some(90.0), 5));
+        let st = lever_step(&lp(), &n, &input(420.0, Some(90.0), 5));
         let n = st.next.unwrap();
         assert_eq!((n.n, n.raised_from, n.raised_at), (5, None, None));
+    }
+
+    /// Steps one period ending low (50 ms, half the bound) at each time, checking N held.
+    fn low_periods<const K: usize>(
+        policy: &LeverPolicy,
+        mut s: LeverState,
+        at: [Time; K],
+        held: usize,
+    ) -> LeverState {
+        for t in at {
+            let st = lever_step(policy, &s, &input(t, Some(50.0), held));
+            assert_eq!(st.note, None, "no raise yet at {t}");
+            s = st.next.unwrap();
+        }
+        s
+    }
+
+    /// The lab (2026-12-02, run C): the lever entered at N = 1, the first window after its
+    /// holds was low (50.2 ms, bound 73.9 ms), the raise to 2 on it put the next two windows
+    /// over the bound (86, 84 ms). The first raise waits for three low windows in a row, and a
+    /// window between the lower threshold and the aim starts the count afresh.
+    #[test]
+    fn the_first_low_window_after_the_entry_does_not_raise_n() {
+        let mut s = LeverState::start(1, 0.0);
+        s.moved(0.0);
+        let n = low_periods(&lp(), s, [65.0, 125.0], 12);
+        // Within the bound but above the lower threshold: the run of low periods ends.
+        let st = lever_step(&lp(), &n, &input(185.0, Some(80.0), 12));
+        assert_eq!(st.note, None);
+        let n = low_periods(&lp(), st.next.unwrap(), [245.0, 305.0], 12);
+        assert_eq!(n.low_since, Some(185.0));
+        let st = lever_step(&lp(), &n, &input(365.0, Some(50.0), 12));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.raised_from, n.low_since), (2, Some(1), None));
     }
 
     /// The lab (2026-12-02, 08:35): the window after a raise 2 -> 3 was within the bound
@@ -367,19 +432,16 @@ mod tests {
     #[test]
     fn a_raise_whose_backfill_weighs_later_is_still_taken_back() {
         let aimed = LeverPolicy { aim: 0.9, ..lp() };
-        let n = lever_step(
-            &aimed,
-            &LeverState::start(2, 0.0),
-            &input(60.0, Some(50.0), 9),
-        )
-        .next
-        .unwrap();
-        assert_eq!((n.n, n.raised_at), (3, Some(60.0)));
-        let n = lever_step(&aimed, &n, &input(120.0, Some(87.0), 9))
+        let n = low_periods(&aimed, LeverState::start(2, 0.0), [60.0, 120.0], 9);
+        let n = lever_step(&aimed, &n, &input(180.0, Some(50.0), 9))
+            .next
+            .unwrap();
+        assert_eq!((n.n, n.raised_at), (3, Some(180.0)));
+        let n = lever_step(&aimed, &n, &input(240.0, Some(87.0), 9))
             .next
             .unwrap();
         assert_eq!((n.n, n.raised_from), (3, Some(2)));
-        let st = lever_step(&aimed, &n, &input(180.0, Some(93.0), 9));
+        let st = lever_step(&aimed, &n, &input(300.0, Some(93.0), 9));
         let n = st.next.unwrap();
         assert_eq!((n.n, n.ceiling), (2, Some(2)));
         assert!(st
@@ -390,19 +452,18 @@ mod tests {
 
     #[test]
     fn a_raise_that_let_p99_back_over_is_taken_back_and_becomes_the_most() {
-        let s = LeverState::start(2, 0.0);
-        let n = lever_step(&lp(), &s, &input(60.0, Some(50.0), 4))
+        let s = low_periods(&lp(), LeverState::start(2, 0.0), [60.0, 120.0], 4);
+        let n = lever_step(&lp(), &s, &input(180.0, Some(50.0), 4))
             .next
             .unwrap();
         assert_eq!(n.n, 3);
-        let st = lever_step(&lp(), &n, &input(120.0, Some(150.0), 4));
+        let st = lever_step(&lp(), &n, &input(240.0, Some(150.0), 4));
         let n = st.next.unwrap();
         assert_eq!((n.n, n.ceiling), (2, Some(2)));
         assert!(st.note.unwrap().contains("2 is the most for this recovery"));
-        // Low again: not raised past the ceiling.
-        let st = lever_step(&lp(), &n, &input(180.0, Some(40.0), 4));
-        assert_eq!(st.next.unwrap().n, 2);
-        assert!(st.note.is_none());
+        // Low again, long enough: not raised past the ceiling.
+        let n = low_periods(&lp(), n, [300.0, 360.0, 420.0, 480.0], 4);
+        assert_eq!(n.n, 2);
     }
 
     #[test]

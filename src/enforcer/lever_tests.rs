@@ -346,6 +346,7 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
         "{lim:?}"
     );
     // One window later the move is judged.
+    let low_from = sim.now;
     sim.run_for(60, Some(20.0));
     assert!(
         messages_of(&sim, "EFFECT")
@@ -354,10 +355,14 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
         "{:?}",
         sim.notes
     );
-    // Well below the bound: one more each period, released oldest first.
+    // Well below the bound: one more after three such periods in a row (three minutes here),
+    // released oldest first.
     let n = sim.n().unwrap();
-    sim.run_for(60, Some(20.0));
+    while sim.n() == Some(n) && sim.now < low_from + 600.0 {
+        sim.run_for(15, Some(20.0));
+    }
     assert_eq!(sim.n(), Some(n + 1));
+    assert!(sim.now - low_from >= 180.0, "raised {}s after", sim.now - low_from);
     assert_eq!(
         sim.state.memory.held.as_ref().and_then(|h| h.n),
         Some(n),
