@@ -56,12 +56,21 @@ ceph-recovery-budget status --url https://mon1:9939 --tls.ca-file /etc/ceph-reco
     )]
     Status(StatusArgs),
     /// Summarize a fio report (text of any version, or JSON): IOPS, bandwidth and clat p50/p95/p99
-    /// per direction.
+    /// per direction; or, with --windows, the write p99 per status interval.
     #[command(
         long_about = "Reads a fio report (the classic text of fio 2.x or 3.x, or --output-format=json/json+) \
 and prints IOPS, bandwidth and completion-latency p50/p95/p99 per direction. A direction that did no I/O \
 is left out; a percentile the report does not contain is left out (never guessed) and said on stderr.\n\n\
-Examples:\n  ceph-recovery-budget fio-summary fio-baseline.json\n  fio ... | ceph-recovery-budget fio-summary - --format json"
+With --windows: the client's write p99 per window, as `experiment` computes it, from the cumulative \
+reports fio prints with --status-interval=10 --output-format=json+ (one file, the reports one after \
+another): a window's writes are the difference of two consecutive reports' histograms; the first window \
+starts at fio's start, and one shorter than half of --interval is added to a neighbour. Text: a line \
+with fio's start (Unix seconds), then one line per window: start-end in seconds from fio's start, \
+writes, p99 (`no p99` when no write completed). JSON: an array of {start_seconds, end_seconds (from \
+fio's start), writes, p99_seconds (null when no write completed), start_unix, end_unix (Unix seconds)}, \
+with within_bound (true/false) when --bound-ms is given.\n\n\
+Examples:\n  ceph-recovery-budget fio-summary fio-baseline.json\n  fio ... | ceph-recovery-budget fio-summary - --format json\n  \
+gzip -dc fio.json.gz | ceph-recovery-budget fio-summary - --windows --bound-ms 85.5"
     )]
     FioSummary(FioSummaryArgs),
     /// Start a tuning record: recovery rate and client latency before any change.
@@ -432,6 +441,37 @@ pub struct FioSummaryArgs {
     /// Plain lines, or JSON: {"read"|"write"|"trim": {"iops", "bandwidth_bytes_per_second", "latency_seconds": {"p50","p95","p99"}}}
     #[arg(long, default_value = "text")]
     pub format: StatusFormat,
+    /// The write p99 per window instead, from fio's periodic json+ reports (see above)
+    #[arg(long)]
+    pub windows: bool,
+    /// fio's --status-interval (with --windows): a window shorter than half of it is added to
+    /// a neighbour
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        requires = "windows"
+    )]
+    pub interval: HumanDuration,
+    /// Also the share of windows whose p99 is at most this bound, in ms (with --windows); a
+    /// window with no write is not within
+    #[arg(
+        long = "bound-ms",
+        value_name = "MS",
+        requires = "windows",
+        allow_negative_numbers = true,
+        value_parser = positive_ms
+    )]
+    pub bound_ms: Option<f64>,
+}
+
+fn positive_ms(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
+        _ => Err(format!(
+            "`{s}` is not a latency in milliseconds: give a positive number, e.g. 85.5"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

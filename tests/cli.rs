@@ -55,6 +55,135 @@ fn fio_summary_says_what_is_missing_on_stderr_and_refuses_non_fio() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("looks like `rados bench` output"));
 }
 
+/// The first 5 periodic json+ reports of the lab's `lab-fixed-n 2` run (README.md there).
+const LAB_PERIODIC: &str = "fio/lab_fixed_n2_first5.jsonplus.json";
+
+#[test]
+fn fio_summary_windows_prints_the_write_p99_per_status_interval() {
+    let out = bin()
+        .args([
+            "fio-summary",
+            &fixture(LAB_PERIODIC),
+            "--windows",
+            "--bound-ms",
+            "85.5",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Five reports, five windows: the first from fio's start (the first report's time minus its
+    // job_runtime, 9877 ms). Its p99 is the first report's own (clat_ns.percentile 99.000000 =
+    // 35913728 ns over clat_ns.N = 11232 writes); the last is the first window of the
+    // rebalance, the 213 ms docs/experiment.md quotes first for this run.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "fio started at 1796198710.901 (Unix seconds); write p99 per window, in seconds from then:\n\
+         0.0-9.9 s: 11232 writes, p99 35.9 ms\n\
+         9.9-19.9 s: 11450 writes, p99 31.3 ms\n\
+         19.9-29.9 s: 13332 writes, p99 27.1 ms\n\
+         29.9-39.9 s: 14485 writes, p99 25.0 ms\n\
+         39.9-49.9 s: 2958 writes, p99 213 ms\n\
+         within 85.5 ms: 80% (4/5)\n"
+    );
+
+    // JSON from standard input, as scripts/lab-fixed-n reads a gunzipped record.
+    let mut child = bin()
+        .args([
+            "fio-summary",
+            "-",
+            "--windows",
+            "--format",
+            "json",
+            "--bound-ms",
+            "85.5",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let report = std::fs::read(fixture(LAB_PERIODIC)).unwrap();
+        child.stdin.take().unwrap().write_all(&report).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = v.as_array().unwrap();
+    assert_eq!(w.len(), 5);
+    assert_eq!(
+        w[0],
+        serde_json::json!({
+            "start_seconds": 0.0, "end_seconds": 9.877, "writes": 11232,
+            "p99_seconds": 0.035913728, "start_unix": 1796198710.901,
+            "end_unix": 1796198720.778, "within_bound": true
+        })
+    );
+    // The report times, to the millisecond, for a script to compare with its own clock.
+    assert_eq!(w[4]["start_unix"], 1796198750.779);
+    assert_eq!(w[4]["end_unix"], 1796198760.798);
+    assert_eq!(w[4]["p99_seconds"], 0.212860928);
+    assert_eq!(w[4]["within_bound"], false);
+}
+
+#[test]
+fn fio_summary_windows_says_which_file_and_what_to_run() {
+    // One plain JSON report: no histograms, and no periodic reports.
+    let out = bin()
+        .args(["fio-summary", &fixture("fio/fio_base.json"), "--windows"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fio/fio_base.json gives no write latency per window")
+            && err.contains("run fio with --output-format=json+"),
+        "{err}"
+    );
+    // A single json+ report of a 2 s run read with a 1 s interval: fio ran without
+    // --status-interval.
+    let out = bin()
+        .args([
+            "fio-summary",
+            &fixture("fio/local_numjobs2.jsonplus.json"),
+            "--windows",
+            "--interval",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run fio with --status-interval"));
+    // The window options mean nothing without --windows; a bound must be a positive number.
+    for args in [
+        vec!["--bound-ms", "85.5"],
+        vec!["--windows", "--bound-ms", "-3"],
+        vec!["--windows", "--bound-ms", "85ms"],
+    ] {
+        let out = bin()
+            .args(["fio-summary", &fixture(LAB_PERIODIC)])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = bin()
+        .args([
+            "fio-summary",
+            &fixture(LAB_PERIODIC),
+            "--windows",
+            "--bound-ms",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give a positive number, e.g. 85.5"));
+}
+
 #[test]
 fn check_config_exits_non_zero_with_the_position_and_survives_a_closed_pipe() {
     let dir = std::env::temp_dir().join(format!("crb-cli-{}", std::process::id()));

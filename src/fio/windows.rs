@@ -48,7 +48,8 @@ pub struct WriteWindow {
 /// Why a report has no per-window latencies.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WindowsError {
-    #[error("{0}")]
+    // Transparent: with "{0}" the inner error, also its source, shows twice in a chain (`{:#}`).
+    #[error(transparent)]
     Fio(#[from] FioError),
     #[error(
         "fio's report {report} has writes but no `clat_ns.bins` histogram: run fio with \
