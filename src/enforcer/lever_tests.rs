@@ -362,7 +362,11 @@ fn n_halves_each_period_over_the_bound_and_rises_by_one_below_it_until_nothing_i
         sim.run_for(15, Some(20.0));
     }
     assert_eq!(sim.n(), Some(n + 1));
-    assert!(sim.now - low_from >= 180.0, "raised {}s after", sim.now - low_from);
+    assert!(
+        sim.now - low_from >= 180.0,
+        "raised {}s after",
+        sim.now - low_from
+    );
     assert_eq!(
         sim.state.memory.held.as_ref().and_then(|h| h.n),
         Some(n),
