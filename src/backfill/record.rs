@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::PG_STATS_LAG;
 use crate::ceph::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
 
 /// The record's format version.
@@ -179,6 +180,28 @@ impl Record {
             self.fsid = None;
             self.releasing.clear();
         }
+    }
+
+    /// [`Record::tidy`] at `now` (Unix seconds), but the releases of less than
+    /// [`PG_STATS_LAG`] ago are kept: until then [`Record::released_lately`] says so.
+    pub fn tidy_at(&mut self, now: f64) {
+        if self.is_empty() {
+            self.releasing
+                .retain(|_, at| (now - *at).abs() < PG_STATS_LAG);
+            if self.releasing.is_empty() {
+                self.fsid = None;
+            }
+        }
+    }
+
+    /// A PG was released less than [`PG_STATS_LAG`] ago: `pg dump` and `ceph status` may
+    /// still show it as it was while held (clean, nothing misplaced), not the backfill it
+    /// starts. On the lab the recovery was taken as finished 0.9 s after the last release, and
+    /// that PG's backfill left out.
+    pub fn released_lately(&self, now: f64) -> bool {
+        self.releasing
+            .values()
+            .any(|at| (now - *at).abs() < PG_STATS_LAG)
     }
 
     /// Adds a hold (before its `pg-upmap-items` runs).

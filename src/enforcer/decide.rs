@@ -595,8 +595,9 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
     }
 
     // Held PGs are active+clean: the recovery is not over while the backfill lever holds any,
-    // or all of them would be released at once and backfill together.
-    let recovering = obs.recovery_active() || state.lever_holds();
+    // or all of them would be released at once and backfill together; nor while the stats may
+    // not show the last released one's backfill yet.
+    let recovering = obs.recovery_active() || state.lever_keeps_recovery_on(now);
     if recovering && !state.recovery_active {
         // A new recovery: a new pause budget. A recovery limit still held (it started again
         // before the restore) stays the rung held, so it can be judged and stepped down.
@@ -709,6 +710,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         super::lever::end(&mut next, now);
+        // The releases that kept the recovery on are past the stats' lag: forgotten.
+        next.backfill.tidy_at(now);
         // What a move produced is no longer a judgement of anything once the recovery ended.
         next.ladder.watch.clear();
         if state.recovery_active {

@@ -453,7 +453,7 @@ fn forget_entries(
             ));
         }
     }
-    next.backfill.tidy();
+    next.backfill.tidy_at(ctx.now);
 }
 
 /// Whether an entry the OSD map does not show as ours may leave the record: not when it is

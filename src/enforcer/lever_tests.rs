@@ -415,6 +415,49 @@ fn the_recovery_is_not_over_while_pgs_are_held() {
     assert_eq!(sim.held(), 1);
 }
 
+/// The lab (2026-12-02, fourth run): 0.9 s after the last release `pg dump` still showed that
+/// PG clean as while held, nothing misplaced: RECOVERY_FINISHED, and its backfill (a minute and
+/// a half there) came after the recovery had "ended".
+#[test]
+fn the_recovery_is_not_over_the_moment_the_last_pg_is_released() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    sim.finish_running();
+    sim.now += 15.0;
+    let obs = sim.obs(Some(20.0));
+    sim.step(obs);
+    assert_eq!(sim.held(), 1);
+    // The last held PG released; the backfills running finish meanwhile.
+    sim.finish_running();
+    sim.now += 15.0;
+    let obs = sim.obs(Some(20.0));
+    sim.step(obs);
+    assert_eq!(sim.held(), 0);
+    assert!(sim.state.backfill.is_empty(), "the balancer is back");
+    // The next dump is the one from before the release: the PG clean, nothing misplaced.
+    sim.finish_running();
+    sim.now += 2.0;
+    let stale = sim.obs(Some(20.0));
+    assert!(!stale.recovery_active());
+    sim.step(stale);
+    assert!(
+        sim.state.recovery_active,
+        "a PG released 2 s ago still counts"
+    );
+    assert!(!sim.events().contains(&"RECOVERY_FINISHED"));
+    // Past the stats' lag with nothing to move: the recovery is over.
+    sim.now += crate::backfill::plan::PG_STATS_LAG;
+    let obs = sim.obs(Some(20.0));
+    sim.step(obs);
+    assert!(!sim.state.recovery_active);
+    assert!(sim.events().contains(&"RECOVERY_FINISHED"));
+    assert!(
+        sim.state.backfill.releasing.is_empty(),
+        "{:?}",
+        sim.state.backfill
+    );
+}
+
 #[test]
 fn at_n_1_still_over_the_bound_after_the_settle_time_the_pause_follows_with_the_holds_kept() {
     let mut sim = LeverSim::new(lever_policy(), rebalance());

@@ -366,7 +366,7 @@ fn backfill_outcome(
             if balancer_ok && matches!(b.balancer, BalancerStep::Restore { .. }) {
                 after.next.backfill.balancer = None;
             }
-            after.next.backfill.tidy();
+            after.next.backfill.tidy_at(ctx.now);
             let mut what = Vec::new();
             if !held_ok.is_empty() {
                 let how: Vec<String> = b

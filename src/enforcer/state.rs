@@ -452,6 +452,12 @@ impl EnforcerState {
         !self.backfill.is_empty()
     }
 
+    /// The lever keeps the recovery on at `now`: it holds PGs (active+clean, their data still
+    /// to move), or released one so lately that Ceph's stats may not show its backfill yet.
+    pub fn lever_keeps_recovery_on(&self, now: Time) -> bool {
+        self.lever_holds() || self.backfill.released_lately(now)
+    }
+
     /// The part worth persisting changed (notes and phase alone do not need a write).
     pub fn persistent_eq(&self, other: &Self) -> bool {
         self.original == other.original

@@ -318,7 +318,7 @@ impl EnforcerView {
         });
         self.holding_reason = state.holding.clone();
         // Held PGs are active+clean: the recovery is not over while the lever holds any.
-        self.recovery_active = obs.recovery_active() || state.lever_holds();
+        self.recovery_active = obs.recovery_active() || state.lever_keeps_recovery_on(now);
         self.degraded_objects = obs.degraded_objects;
         self.misplaced_objects = obs.misplaced_objects;
         self.recovery_objects_per_second = obs.recovery_rate;

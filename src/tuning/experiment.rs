@@ -275,6 +275,12 @@ pub fn held_pgs(status_json: &str) -> Option<u64> {
     v.get("enforcer")?.get("backfill_held")?.as_u64()
 }
 
+/// Whether the enforcer counts the recovery as running (`/api/status`); `None` when not said.
+pub fn enforcer_recovering(status_json: &str) -> Option<bool> {
+    let v: serde_json::Value = serde_json::from_str(status_json).ok()?;
+    v.get("enforcer")?.get("recovery_active")?.as_bool()
+}
+
 pub fn enforcer_phase(status_json: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(status_json).ok()?;
     v.get("enforcer")?
@@ -1201,15 +1207,16 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
                         .max(s.recovery_counts().undersized_pgs);
                     seen |= watched.left > 0;
                     // PGs the enforcer's backfill lever holds are active+clean with their data
-                    // still to move: the recovery is not over until it has released them.
-                    let held = match enforcer.as_deref_mut() {
-                        Some(e) if seen => {
-                            e.get("/api/status").await.ok().and_then(|b| held_pgs(&b))
-                        }
+                    // still to move: the recovery is not over until it has released them, nor
+                    // while the enforcer says so (a PG released a moment ago shows clean in
+                    // `ceph status` until the OSDs report its backfill).
+                    let status = match enforcer.as_deref_mut() {
+                        Some(e) if seen => e.get("/api/status").await.ok(),
                         _ => None,
                     };
-                    watched.held = held.unwrap_or(0);
-                    if seen && !s.recovery_running() && watched.held == 0 {
+                    watched.held = status.as_deref().and_then(held_pgs).unwrap_or(0);
+                    let enforcer_on = status.as_deref().and_then(enforcer_recovering) == Some(true);
+                    if seen && !s.recovery_running() && watched.held == 0 && !enforcer_on {
                         watched.finished_after = Some(start.elapsed());
                         break Ended::Done;
                     }

@@ -46,6 +46,9 @@ struct LabState {
     enforcer_never_idle: bool,
     /// The enforcer's backfill lever holds 3 PGs until this long after it started.
     enforcer_holds_until: Option<Duration>,
+    /// The enforcer says the recovery goes on (`recovery_active`) until this long after it
+    /// started, whatever the cluster shows.
+    enforcer_recovering_until: Option<Duration>,
     /// The paused clock's start, for fio's Unix timestamps.
     origin: Instant,
 }
@@ -79,6 +82,7 @@ impl Lab {
             enforcer_unrestored: BTreeMap::new(),
             enforcer_never_idle: false,
             enforcer_holds_until: None,
+            enforcer_recovering_until: None,
             origin: Instant::now(),
         })))
     }
@@ -331,7 +335,7 @@ impl RunningEnforcer for FakeEnforcer {
                     u8::from(busy)
                 )),
                 "/api/status" => Ok(format!(
-                    r#"{{"version":"0.1.0","enforcer":{{"mode":"enforce","phase":"{}","backfill_held":{}}}}}"#,
+                    r#"{{"version":"0.1.0","enforcer":{{"mode":"enforce","phase":"{}","backfill_held":{},"recovery_active":{}}}}}"#,
                     if busy {
                         "throttled"
                     } else if s.enforcer_never_idle {
@@ -346,7 +350,10 @@ impl RunningEnforcer for FakeEnforcer {
                         3
                     } else {
                         0
-                    }
+                    },
+                    busy || s
+                        .enforcer_recovering_until
+                        .is_some_and(|d| self.started.elapsed() < d)
                 )),
                 "/decisions?limit=1000" => Ok(r#"[
                     {"time":1796071000.0,"mode":"enforce","event":"RESTORE","performed":true,"message":"recovery finished: osd_mclock_profile back to high_client_ops"},
@@ -971,6 +978,20 @@ async fn the_recovery_is_not_over_while_the_enforcer_holds_pgs_back() {
                 && l.contains("3 PGs held back by the enforcer")),
         "{progress:#?}"
     );
+}
+
+/// The lab (2026-12-02, fourth run): the lever released its last PG and `ceph status` showed
+/// nothing to move for a few seconds more; the row ended there, that PG's backfill left out.
+/// The enforcer's `recovery_active` (on for a while after a release) keeps the row going.
+#[tokio::test(start_paused = true)]
+async fn the_recovery_is_not_over_while_the_enforcer_says_it_goes_on() {
+    let lab = Lab::new();
+    lab.with(|s| s.enforcer_recovering_until = Some(Duration::from_secs(200)));
+    let (r, _) = run(&lab, &plan("no-recovery,enforced"), None).await;
+    let r = r.unwrap();
+    assert!(r.complete, "{r:#?}");
+    let t = r.rows[1].recovery_seconds.unwrap();
+    assert!((190.0..=210.0).contains(&t), "{t}");
 }
 
 // ---------------------------------------------------------------------------------------------
