@@ -10,28 +10,31 @@ fn fixture(rel: &str) -> String {
     format!("{}/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Runs the binary with `args`, which must succeed (its stderr shown if not): its stdout.
+fn stdout_ok(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn fio_summary_prints_the_issue_json_and_plain_lines() {
-    let out = bin()
-        .args([
-            "fio-summary",
-            &fixture("fio/fio_base.json"),
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = stdout_ok(&[
+        "fio-summary",
+        &fixture("fio/fio_base.json"),
+        "--format",
+        "json",
+    ]);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        out,
         "{\"write\":{\"iops\":673.979311,\"bandwidth_bytes_per_second\":2760619.0,\"latency_seconds\":{\"p50\":0.022675456,\"p95\":0.042729472,\"p99\":0.056885248}}}\n"
     );
-    let out = bin()
-        .args(["fio-summary", &fixture("fio/fio_base.json")])
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        stdout_ok(&["fio-summary", &fixture("fio/fio_base.json")]),
         "write: 674 IOPS, 2.63 MiB/s, clat p50 22.7 ms, p95 42.7 ms, p99 56.9 ms\n"
     );
 }
@@ -60,27 +63,19 @@ const LAB_PERIODIC: &str = "fio/lab_fixed_n2_first5.jsonplus.json";
 
 #[test]
 fn fio_summary_windows_prints_the_write_p99_per_status_interval() {
-    let out = bin()
-        .args([
-            "fio-summary",
-            &fixture(LAB_PERIODIC),
-            "--windows",
-            "--bound-ms",
-            "85.5",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = stdout_ok(&[
+        "fio-summary",
+        &fixture(LAB_PERIODIC),
+        "--windows",
+        "--bound-ms",
+        "85.5",
+    ]);
     // Five reports, five windows: the first from fio's start (the first report's time minus its
     // job_runtime, 9877 ms). Its p99 is the first report's own (clat_ns.percentile 99.000000 =
     // 35913728 ns over clat_ns.N = 11232 writes); the last is the first window of the
     // rebalance, the 213 ms docs/experiment.md quotes first for this run.
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        out,
         "fio started at 1796198710.901 (Unix seconds); write p99 per window, in seconds from then:\n\
          0.0-9.9 s: 11232 writes, p99 35.9 ms\n\
          9.9-19.9 s: 11450 writes, p99 31.3 ms\n\
@@ -234,9 +229,7 @@ fn every_subcommand_has_useful_help() {
         ("experiment", "--serve-args"),
         ("lint", "--file"),
     ] {
-        let out = bin().args([sub, "--help"]).output().unwrap();
-        assert!(out.status.success());
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = stdout_ok(&[sub, "--help"]);
         assert!(
             text.contains(expect) && text.contains("Examples"),
             "{sub}: {text}"
@@ -258,9 +251,7 @@ fn status_without_a_server_says_what_to_check() {
 #[test]
 fn tune_help_lists_the_cycle() {
     for (sub, expect) in [("step", "--goal-recovery-time"), ("report", "--chart")] {
-        let out = bin().args(["tune", sub, "--help"]).output().unwrap();
-        assert!(out.status.success());
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = stdout_ok(&["tune", sub, "--help"]);
         assert!(
             text.contains(expect) && text.contains("Examples"),
             "{sub}: {text}"
@@ -316,24 +307,16 @@ fn tune_report_renders_a_real_record_and_its_chart() {
     let dir = std::env::temp_dir().join(format!("crb-cli-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let chart = dir.join("chart.svg");
-    let out = bin()
-        .args([
-            "tune",
-            "report",
-            "--record",
-            &fixture("tuning/lab-record.yaml"),
-            "--chart",
-            chart.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = stdout_ok(&[
+        "tune",
+        "report",
+        "--record",
+        &fixture("tuning/lab-record.yaml"),
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        out,
         "Cluster: ceph-lab (fsid 4820c478-3324-4977-bed8-4e9e1d7df53b)
 Date: 2026-11-30
 Hardware: 4x 10 GiB sparse-file bluestore OSDs, 2 cores

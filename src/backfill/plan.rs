@@ -37,7 +37,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::record::{classify, Forget, Record};
+use super::record::{classify, Forget, Record, PG_STATS_LAG};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{
     items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
@@ -50,12 +50,6 @@ const BACKFILL_WORDS: &[&str] = &["backfill_wait", "backfilling", "backfill_toof
 /// How long (seconds) a released PG may take to show backfill before it no longer keeps its
 /// place among the N (one stuck peering must not stop the releases for good).
 pub const RELEASE_SETTLES: f64 = 60.0;
-
-/// Seconds `pg dump` may still show a released PG as it was while held (`active+clean`): PG
-/// states reach the mgr with the OSDs' stats reports, seconds late. Seen on the lab: a PG
-/// released, still `active+clean` in the next cycle's dump, taken as done, and another released
-/// two seconds later, then one of them held back again ten seconds after.
-pub const PG_STATS_LAG: f64 = 10.0;
 
 /// Why the lever does nothing at all (and releases what it holds, except for another cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

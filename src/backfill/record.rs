@@ -17,9 +17,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::PG_STATS_LAG;
 use crate::ceph::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
 
+/// Seconds `pg dump` may still show a released PG as it was while held (`active+clean`): PG
+/// states reach the mgr with the OSDs' stats reports, seconds late. Seen on the lab: a PG
+/// released, still `active+clean` in the next cycle's dump, taken as done, and another released
+/// two seconds later, then one of them held back again ten seconds after.
+pub const PG_STATS_LAG: f64 = 10.0;
 /// The record's format version.
 pub const VERSION: u32 = 1;
 

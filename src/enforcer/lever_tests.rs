@@ -446,7 +446,7 @@ fn the_recovery_is_not_over_the_moment_the_last_pg_is_released() {
     );
     assert!(!sim.events().contains(&"RECOVERY_FINISHED"));
     // Past the stats' lag with nothing to move: the recovery is over.
-    sim.now += crate::backfill::plan::PG_STATS_LAG;
+    sim.now += crate::backfill::record::PG_STATS_LAG;
     let obs = sim.obs(Some(20.0));
     sim.step(obs);
     assert!(!sim.state.recovery_active);

@@ -961,15 +961,24 @@ async fn the_pause_only_row_runs_the_enforcer_with_the_backfill_lever_off() {
     assert_eq!(r.decisions_of("enforced-pause-only").count(), 2);
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_recovery_is_not_over_while_the_enforcer_holds_pgs_back() {
+/// Rows no-recovery and enforced on a lab set up by `setup`: the enforced row's recovery time
+/// (the data the cluster shows moves in 2m30s) and the progress lines.
+async fn enforced_recovery_seconds(setup: impl FnOnce(&mut LabState)) -> (f64, Vec<String>) {
     let lab = Lab::new();
-    // The data the cluster shows moves in 2m30s; the lever releases its last PGs at 4m.
-    lab.with(|s| s.enforcer_holds_until = Some(Duration::from_secs(240)));
+    lab.with(setup);
     let (r, progress) = run(&lab, &plan("no-recovery,enforced"), None).await;
     let r = r.unwrap();
     assert!(r.complete, "{r:#?}");
-    let t = r.rows[1].recovery_seconds.unwrap();
+    (r.rows[1].recovery_seconds.unwrap(), progress)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_recovery_is_not_over_while_the_enforcer_holds_pgs_back() {
+    // The lever releases its last PGs at 4m.
+    let (t, progress) = enforced_recovery_seconds(|s| {
+        s.enforcer_holds_until = Some(Duration::from_secs(240));
+    })
+    .await;
     assert!((230.0..=250.0).contains(&t), "{t}");
     assert!(
         progress
@@ -985,12 +994,10 @@ async fn the_recovery_is_not_over_while_the_enforcer_holds_pgs_back() {
 /// The enforcer's `recovery_active` (on for a while after a release) keeps the row going.
 #[tokio::test(start_paused = true)]
 async fn the_recovery_is_not_over_while_the_enforcer_says_it_goes_on() {
-    let lab = Lab::new();
-    lab.with(|s| s.enforcer_recovering_until = Some(Duration::from_secs(200)));
-    let (r, _) = run(&lab, &plan("no-recovery,enforced"), None).await;
-    let r = r.unwrap();
-    assert!(r.complete, "{r:#?}");
-    let t = r.rows[1].recovery_seconds.unwrap();
+    let (t, _) = enforced_recovery_seconds(|s| {
+        s.enforcer_recovering_until = Some(Duration::from_secs(200));
+    })
+    .await;
     assert!((190.0..=210.0).contains(&t), "{t}");
 }
 
