@@ -50,6 +50,10 @@ const BACKFILL_WORDS: &[&str] = &["backfill_wait", "backfilling", "backfill_toof
 /// How long (seconds) a released PG may take to show backfill before it no longer keeps its
 /// place among the N (one stuck peering must not stop the releases for good).
 pub const RELEASE_SETTLES: f64 = 60.0;
+/// The enforcer releases at most one PG per this many seconds ([`Plan::spaced`]): each release
+/// re-peers its PG, and on the lab every 10-s window with two releases in it went far over the
+/// bound (751, 776, 1082 ms) while one release alone mostly stayed within. One latency window.
+pub const RELEASE_GAP: f64 = 10.0;
 
 /// Why the lever does nothing at all (and releases what it holds, except for another cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -369,8 +373,11 @@ pub struct Plan {
     /// Held PGs (ours, still in place) now.
     pub held: usize,
     pub hold: Vec<PlannedHold>,
-    /// Ours to remove (`rm-pg-upmap-items`), oldest first.
+    /// Ours to remove (`rm-pg-upmap-items`): those that lost redundancy first (the first
+    /// `urgent`), then the oldest held.
     pub release: Vec<PgId>,
+    /// How many of `release` go because they lost redundancy (never delayed).
+    pub urgent: usize,
     /// Released before and not showing backfill (nor clean) yet, e.g. peering: they count
     /// among the N, so fewer are released ([`on_the_way`]). What the record keeps of
     /// `releasing` after this step.
@@ -461,6 +468,7 @@ pub fn plan(
                 .is_some_and(|p| p.has_state("degraded") || p.has_state("undersized"))
         })
         .collect();
+    out.urgent = release.len();
     let mut candidates: Vec<(u8, PlannedHold)> = Vec::new();
     for pg in pgs.iter().filter(|p| backfills(p)) {
         let Ok(id) = pg.pgid.parse::<PgId>() else {
@@ -514,6 +522,25 @@ pub fn plan(
     out.release = release;
     out.backfilling_after = out.backfilling - out.hold.len() + out.release.len();
     out
+}
+
+impl Plan {
+    /// The enforcer's pace: of the releases that follow N (not those of PGs that lost
+    /// redundancy, nor a refusal's), one at most, and none within `gap` seconds of the last
+    /// release (either way, so that a clock set back does not stop them). The one-shot
+    /// `backfill hold` does not space them: its user runs it again.
+    pub fn spaced(mut self, record: &Record, now: f64, gap: f64) -> Plan {
+        if self.refusal.is_some() {
+            return self;
+        }
+        let recent = record.last_release.is_some_and(|at| (now - at).abs() < gap);
+        let keep = self.urgent + usize::from(!recent);
+        if self.release.len() > keep {
+            self.backfilling_after -= self.release.len() - keep;
+            self.release.truncate(keep);
+        }
+        self
+    }
 }
 
 /// What to do with the mgr balancer (it removes upmap entries too): paused while anything is

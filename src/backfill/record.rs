@@ -49,6 +49,11 @@ pub struct Record {
     /// Absent from records written before it, and left out while empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub releasing: BTreeMap<PgId, f64>,
+    /// When (Unix seconds) the last PG was released: the enforcer spaces its releases
+    /// ([`crate::backfill::Plan::spaced`]). Kept apart from `releasing`, which forgets a PG once
+    /// it shows backfill. Absent from records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_release: Option<f64>,
 }
 
 impl Default for Record {
@@ -60,6 +65,7 @@ impl Default for Record {
             held: BTreeMap::new(),
             next_seq: 0,
             releasing: BTreeMap::new(),
+            last_release: None,
         }
     }
 }
@@ -167,6 +173,7 @@ impl Record {
     pub fn released(&mut self, pgid: PgId, now: f64) {
         if self.held.remove(&pgid).is_some() {
             self.releasing.insert(pgid, now);
+            self.last_release = Some(now);
         }
     }
 
@@ -183,6 +190,7 @@ impl Record {
         if self.is_empty() {
             self.fsid = None;
             self.releasing.clear();
+            self.last_release = None;
         }
     }
 
@@ -194,6 +202,7 @@ impl Record {
                 .retain(|_, at| (now - *at).abs() < PG_STATS_LAG);
             if self.releasing.is_empty() {
                 self.fsid = None;
+                self.last_release = None;
             }
         }
     }

@@ -570,6 +570,44 @@ fn a_released_pg_still_peering_keeps_its_place_and_the_next_waits() {
     );
 }
 
+/// The enforcer's pace ([`Plan::spaced`]): with room for three, the one-shot plan releases all
+/// three, the enforcer one now and the next a window later, even once the first shows backfill
+/// (on the lab every window with two releases in it went far over the bound). A held PG that
+/// lost redundancy goes at once, gap or not.
+#[test]
+fn the_enforcer_releases_one_pg_per_window() {
+    let t = 1_000_000.0;
+    let (mut map, mut record, mut pgs) = three_held();
+    assert_eq!(plan(&pgs, &map, &record, 3, t).release.len(), 3);
+    let spaced = |pgs: &[PgBrief], map: &UpmapView, record: &Record, at: f64| {
+        plan(pgs, map, record, 3, at).spaced(record, at, RELEASE_GAP)
+    };
+    let p = spaced(&pgs, &map, &record, t);
+    assert_eq!(
+        (p.release.clone(), p.backfilling_after),
+        (vec![pg("2.9")], 1)
+    );
+    release_as_applied(&p, t, &mut map, &mut record, &mut pgs, BACKFILLING);
+    for later in [1.0, 9.9] {
+        let p = spaced(&pgs, &map, &record, t + later);
+        assert!(p.release.is_empty(), "{later}: {:?}", p.release);
+        assert_eq!(p.backfilling_after, 1, "{later}");
+    }
+    let p = spaced(&pgs, &map, &record, t + 10.0);
+    assert_eq!(p.release, vec![pg("2.a")]);
+    release_as_applied(&p, t + 10.0, &mut map, &mut record, &mut pgs, BACKFILLING);
+    set_state(&mut pgs, "2.b", "active+recovery_wait+degraded");
+    let p = spaced(&pgs, &map, &record, t + 11.0);
+    assert_eq!((p.release, p.urgent), (vec![pg("2.b")], 1));
+    // A clock set back does not stop the releases for longer than the gap either.
+    let (map, record, pgs) = three_held_first_released(t, BACKFILLING);
+    assert!(spaced(&pgs, &map, &record, t - 5.0).release.is_empty());
+    assert_eq!(
+        spaced(&pgs, &map, &record, t - 10.0).release,
+        vec![pg("2.a")]
+    );
+}
+
 /// A released PG stuck peering (or gone from `pg dump`) does not stop the releases for good:
 /// it keeps its place for 60 s at most.
 #[test]
@@ -882,15 +920,16 @@ fn the_record_round_trips_and_is_written_atomically() {
     // The releases on their way: kept with the record, and left out while there are none, so
     // records written before them and after them read alike.
     assert!(!r.to_json().contains("releasing"));
+    assert!(!r.to_json().contains("last_release"));
     r.released(pg("2.a"), 1234.5);
     assert!(!r.held.contains_key(&pg("2.a")));
     r.save(&path).unwrap();
-    assert_eq!(
-        Record::load(&path).unwrap().releasing.get(&pg("2.a")),
-        Some(&1234.5)
-    );
+    let loaded = Record::load(&path).unwrap();
+    assert_eq!(loaded.releasing.get(&pg("2.a")), Some(&1234.5));
+    assert_eq!(loaded.last_release, Some(1234.5));
     std::fs::write(&path, r#"{"version":1,"fsid":"f","held":{},"next_seq":3}"#).unwrap();
-    assert!(Record::load(&path).unwrap().releasing.is_empty());
+    let old = Record::load(&path).unwrap();
+    assert!(old.releasing.is_empty() && old.last_release.is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -345,7 +345,11 @@ pub(super) fn plan_effect(
         (None, Some(n)) => {
             // A PG released lately and still peering keeps its place (the plan counts it); the
             // outcome records each release Ceph did.
-            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now);
+            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now).spaced(
+                &next.backfill,
+                ctx.now,
+                backfill::RELEASE_GAP,
+            );
             next.backfill.keep_releasing(&p.on_the_way);
             let why = match &p.refusal {
                 Some(r) => format!("the backfill lever stands down: {r}"),
