@@ -1684,6 +1684,8 @@ async fn a_new_leader_never_acts_on_or_stores_its_local_cache_before_reading_the
                 unpaused_at: None,
                 held_until: None,
                 floor: 0.0,
+                floor_until: None,
+                floor_times: 0,
                 lowered_from: None,
             }),
             ..LadderState::default()

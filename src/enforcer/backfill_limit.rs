@@ -13,8 +13,9 @@
 //!   the next two windows back over the bound). A raise is on trial for [`TRIAL_PERIODS`] periods (a released PG's backfill
 //!   takes that long to weigh fully: on the lab the window after a raise was within and the
 //!   next ones over): no further raise meanwhile, and p99 over the aim in that time takes it
-//!   back and makes the N before it the most for the rest of the recovery (`ceiling`), as the
-//!   pause's floor.
+//!   back and makes the N before it the most for a while (`ceiling`, as the pause's floor: one
+//!   minute at 10-s periods the first time, twice as long each further time,
+//!   [`super::pause::forget_after`]).
 //! - At N = 1 and above the aim in every period for the ladder's settle time: the pause
 //!   (rung 4) is next, the N = 1 holds kept.
 //! - Nothing held and p99 low: the lever is no longer needed.
@@ -59,6 +60,13 @@ pub struct LeverState {
     /// N is never raised above this in this recovery: raising it let p99 back over the aim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<usize>,
+    /// The ceiling lapses from this time on; `None` in states written before ceilings lapsed
+    /// (such a ceiling lapses at the next raise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_until: Option<Time>,
+    /// Ceilings set in this recovery (each doubles how long the next one lasts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ceiling_times: u32,
     /// N before the last raise, while the raise is on trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_from: Option<usize>,
@@ -129,12 +137,18 @@ impl LeverState {
             n,
             period_start: now,
             ceiling: None,
+            ceiling_until: None,
+            ceiling_times: 0,
             raised_from: None,
             raised_at: None,
             at_one_since: (n == 1).then_some(now),
             low_since: None,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One decision of the lever.
@@ -177,9 +191,14 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             if let Some(prev) = next.raised_from.take() {
                 next.n = prev;
                 next.ceiling = Some(prev);
+                next.ceiling_times += 1;
+                let hold = super::pause::forget_after(policy.period, next.ceiling_times);
+                next.ceiling_until = Some(now + hold);
                 step.note = Some(format!(
-                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the {over} ({}), so {prev} is the most for this recovery",
+                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the {over} ({}), so {prev} is the most for {} ({})",
                     p99(p),
+                    crate::units::fmt_window(hold),
+                    super::pause::backoff_note(next.ceiling_times)
                 ));
             } else if next.n > 1 {
                 // How far over says how hard: above the bound halves N, between the aim and
@@ -215,19 +234,30 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
                 ));
                 return step;
             }
-            if low_long_enough && next.ceiling.is_none_or(|c| next.n < c) {
+            let lapsed = next.ceiling.is_some_and(|c| next.n >= c)
+                && next.ceiling_until.is_none_or(|t| now >= t);
+            if low_long_enough && (next.ceiling.is_none_or(|c| next.n < c) || lapsed) {
+                if lapsed {
+                    next.ceiling = None;
+                    next.ceiling_until = None;
+                }
                 next.raised_from = Some(next.n);
                 next.low_since = None;
                 next.raised_at = Some(now);
                 next.n += 1;
                 step.note = Some(format!(
-                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {} for {} windows in a row; {} PGs still held, released one more at a time",
+                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {} for {} windows in a row; {} PGs still held, released one more at a time{}",
                     next.n,
                     p99(p),
                     policy.lower * 100.0,
                     p99(input.bound),
                     LOW_PERIODS,
-                    input.held
+                    input.held,
+                    if lapsed {
+                        format!(" (the most of {before} has lapsed: {} is tried again)", next.n)
+                    } else {
+                        String::new()
+                    }
                 ));
             }
         }
@@ -460,10 +490,66 @@ mod tests {
         let st = lever_step(&lp(), &n, &input(240.0, Some(150.0), 4));
         let n = st.next.unwrap();
         assert_eq!((n.n, n.ceiling), (2, Some(2)));
-        assert!(st.note.unwrap().contains("2 is the most for this recovery"));
-        // Low again, long enough: not raised past the ceiling.
-        let n = low_periods(&lp(), n, [300.0, 360.0, 420.0, 480.0], 4);
+        assert!(st.note.unwrap().contains(
+            "2 is the most for 6m (the 1st time in this recovery; the next lasts twice as long)"
+        ));
+        // Low again, long enough: not raised past the ceiling while it lasts (6 periods).
+        let n = low_periods(&lp(), n, [300.0, 360.0, 420.0, 480.0, 540.0], 4);
         assert_eq!(n.n, 2);
+    }
+
+    /// The lab (2026-12-03, run I): a ceiling of 1 set "for the rest of the recovery" kept N
+    /// at 1 for 18 minutes while fio's windows were under the no-recovery baseline. It lapses:
+    /// after 6 periods the raise is tried again, and a second failure holds twice as long.
+    #[test]
+    fn a_ceiling_lapses_and_each_new_one_lasts_twice_as_long() {
+        let s = low_periods(&lp(), LeverState::start(2, 0.0), [60.0, 120.0], 4);
+        let n = lever_step(&lp(), &s, &input(180.0, Some(50.0), 4))
+            .next
+            .unwrap();
+        let n = lever_step(&lp(), &n, &input(240.0, Some(150.0), 4))
+            .next
+            .unwrap();
+        assert_eq!((n.ceiling, n.ceiling_until), (Some(2), Some(600.0)));
+        let n = low_periods(&lp(), n, [300.0, 360.0, 420.0, 480.0, 540.0], 4);
+        let st = lever_step(&lp(), &n, &input(600.0, Some(50.0), 4));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.ceiling, n.raised_from), (3, None, Some(2)));
+        assert!(st
+            .note
+            .unwrap()
+            .contains("(the most of 2 has lapsed: 3 is tried again)"));
+        // Over again within the trial: back to 2 for twice as long (12 periods).
+        let st = lever_step(&lp(), &n, &input(660.0, Some(150.0), 4));
+        let n = st.next.unwrap();
+        assert_eq!(
+            (n.n, n.ceiling, n.ceiling_until),
+            (2, Some(2), Some(1380.0))
+        );
+        assert!(st
+            .note
+            .unwrap()
+            .contains("2 is the most for 12m (the 2nd time"));
+        let n = low_periods(&lp(), n, [720.0, 780.0, 840.0, 900.0, 960.0, 1320.0], 4);
+        assert_eq!(n.n, 2);
+        let n = lever_step(&lp(), &n, &input(1380.0, Some(50.0), 4))
+            .next
+            .unwrap();
+        assert_eq!(n.n, 3);
+    }
+
+    /// A state written before ceilings lapsed keeps its ceiling only until the next raise.
+    #[test]
+    fn a_ceiling_without_an_end_from_an_older_state_lapses() {
+        let mut s = LeverState::start(2, 0.0);
+        s.ceiling = Some(2);
+        let back: LeverState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!((back.ceiling_until, back.ceiling_times), (None, 0));
+        let n = low_periods(&lp(), back, [60.0, 120.0], 4);
+        let n = lever_step(&lp(), &n, &input(180.0, Some(50.0), 4))
+            .next
+            .unwrap();
+        assert_eq!(n.n, 3);
     }
 
     #[test]

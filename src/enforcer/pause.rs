@@ -14,6 +14,23 @@ use serde::{Deserialize, Serialize};
 
 use super::types::Time;
 
+/// Periods a floor (the pause's least share) or a ceiling (the backfill lever's most N) lasts
+/// the first time it is set in a recovery; each further time doubles it, up to
+/// [`FORGET_MAX_DOUBLINGS`]. Set "for the rest of the recovery" as they were until 2026-12-03,
+/// one window over the bound that had nothing to do with the change (on the lab: a PG's own
+/// peering as its backfill ended, 273 ms) kept the pause at 50% and N at 1 for 13 minutes
+/// while fio's windows stayed at 59-80 ms, under the no-recovery baseline.
+pub const FORGET_PERIODS: f64 = 6.0;
+/// At most 2^this times [`FORGET_PERIODS`] (8 minutes at 10-s periods).
+pub const FORGET_MAX_DOUBLINGS: u32 = 3;
+
+/// Seconds a floor or ceiling set for the `times`-th time in this recovery lasts (backoff:
+/// each failed release waits twice as long before the next try).
+pub fn forget_after(period: f64, times: u32) -> f64 {
+    let doublings = times.saturating_sub(1).min(FORGET_MAX_DOUBLINGS);
+    period * FORGET_PERIODS * f64::from(1u32 << doublings)
+}
+
 /// The fraction of the bound the ladder steers p99 to once it acts (`--enforcer.aim`).
 pub const DEFAULT_AIM: f64 = 0.9;
 
@@ -94,6 +111,12 @@ pub struct PauseState {
     /// over the bound in this recovery (release stops before p99 comes back over).
     #[serde(default)]
     pub floor: f64,
+    /// The floor is dropped from this time on ([`forget_after`]); `None`: no floor set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_until: Option<Time>,
+    /// Floors set in this recovery (each doubles how long the next one lasts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub floor_times: u32,
     /// The share before the last reduction, until a period judges it: p99 back over the bound
     /// returns to it and makes it the floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +205,8 @@ impl PauseState {
             unpaused_at: None,
             held_until: None,
             floor: 0.0,
+            floor_until: None,
+            floor_times: 0,
             lowered_from: None,
         }
     }
@@ -259,12 +284,17 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
             Some(p) if p > input.bound * policy.aim => {
                 if let Some(prev) = next.lowered_from.take() {
                     // The last reduction let p99 back over: return to the share that held and
-                    // stay there for this recovery.
+                    // stay there a while, longer each time it happens.
                     next.floor = prev;
+                    next.floor_times += 1;
+                    let hold = forget_after(policy.period, next.floor_times);
+                    next.floor_until = Some(now + hold);
                     next.share = next.share.max(prev);
                     why = format!(
-                        "; lowering it let p99 back over the bound, so {:.0}% is the least for this recovery",
-                        prev * 100.0
+                        "; lowering it let p99 back over the bound, so {:.0}% is the least for {} ({})",
+                        prev * 100.0,
+                        crate::units::fmt_window(hold),
+                        backoff_note(next.floor_times)
                     );
                 } else {
                     let k = steps_for(p / (input.bound * policy.aim));
@@ -280,6 +310,15 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
             }
             Some(p) if p < input.bound * policy.lower => {
                 held = Some(before);
+                // A floor from a state written before floors lapsed has no end: it lapses now.
+                if next.floor > 0.0 && next.floor_until.is_none_or(|t| now >= t) {
+                    why = format!(
+                        "; the least of {:.0}% has lapsed, lower is tried again",
+                        next.floor * 100.0
+                    );
+                    next.floor = 0.0;
+                    next.floor_until = None;
+                }
                 if next.share - policy.step >= next.floor - 1e-9 {
                     next.lowered_from = Some(before);
                     next.share -= policy.step;
@@ -363,6 +402,25 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         note,
         held,
     }
+}
+
+/// "the 2nd time in this recovery: the next lasts twice as long".
+pub fn backoff_note(times: u32) -> String {
+    let nth = match times {
+        1 => "1st".to_string(),
+        2 => "2nd".to_string(),
+        3 => "3rd".to_string(),
+        n => format!("{n}th"),
+    };
+    if times > FORGET_MAX_DOUBLINGS {
+        format!("the {nth} time in this recovery; the longest it gets")
+    } else {
+        format!("the {nth} time in this recovery; the next lasts twice as long")
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// "200 ms over the last 5m": a p99 always with its window.
@@ -464,6 +522,63 @@ mod tests {
             notes.iter().any(|n| n.contains("at the maximum")),
             "{notes:?}"
         );
+    }
+
+    /// The lab (2026-12-03, run I): one window over the bound after a reduction (a PG's own
+    /// peering as its backfill ended) made 50% the least for the rest of a recovery that then
+    /// ran 13 minutes with p99 under the no-recovery baseline. A floor lapses after 6 periods,
+    /// and each further one lasts twice as long (at most 8x).
+    #[test]
+    fn a_floor_lapses_and_each_new_one_lasts_twice_as_long() {
+        let p = pp();
+        let step = |s: &PauseState, t: Time, ms: f64| {
+            let st = pause_step(&p, s, &input(t, ms));
+            (st.next.unwrap(), st.note)
+        };
+        let s = PauseState::start_at(&p, 0.0, 0.5);
+        let (s, _) = step(&s, 30.0, 40.0);
+        assert_eq!((s.share, s.lowered_from), (0.4, Some(0.5)));
+        let (s, note) = step(&s, 60.0, 120.0);
+        assert_eq!((s.share, s.floor, s.floor_until), (0.5, 0.5, Some(240.0)));
+        assert!(note
+            .unwrap()
+            .contains("so 50% is the least for 3m (the 1st time"));
+        let mut s = s;
+        for t in [90.0, 120.0, 150.0, 180.0, 210.0] {
+            s = step(&s, t, 40.0).0;
+            assert_eq!(s.share, 0.5, "the floor holds at {t}");
+        }
+        let (s, note) = step(&s, 240.0, 40.0);
+        assert_eq!((s.share, s.floor, s.floor_until), (0.4, 0.0, None));
+        assert!(note
+            .unwrap()
+            .contains("the least of 50% has lapsed, lower is tried again"));
+        let (s, note) = step(&s, 270.0, 120.0);
+        assert_eq!(
+            (s.share, s.floor_until, s.floor_times),
+            (0.5, Some(630.0), 2)
+        );
+        assert!(note.unwrap().contains("the least for 6m (the 2nd time"));
+        assert_eq!(forget_after(30.0, 4), 1440.0);
+        assert_eq!(forget_after(30.0, 9), 1440.0, "at most 8x");
+        assert!(backoff_note(4).contains("the longest it gets"));
+    }
+
+    /// States written before floors lapsed: a floor without an end lapses at the next low
+    /// period, and the new fields are left out of a state that has none.
+    #[test]
+    fn a_floor_without_an_end_from_an_older_state_lapses() {
+        let p = pp();
+        let mut s = PauseState::start_at(&p, 0.0, 0.5);
+        s.floor = 0.5;
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            !json.contains("floor_until") && !json.contains("floor_times"),
+            "{json}"
+        );
+        let back: PauseState = serde_json::from_str(&json).unwrap();
+        let st = pause_step(&p, &back, &input(30.0, 40.0));
+        assert_eq!(st.next.unwrap().share, 0.4);
     }
 
     #[test]
