@@ -65,7 +65,7 @@ pub struct LeverState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling_until: Option<Time>,
     /// Ceilings set in this recovery (each doubles how long the next one lasts).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::pause::is_zero")]
     pub ceiling_times: u32,
     /// N before the last raise, while the raise is on trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,10 +145,6 @@ impl LeverState {
             low_since: None,
         }
     }
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// One decision of the lever.

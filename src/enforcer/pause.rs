@@ -419,7 +419,8 @@ pub fn backoff_note(times: u32) -> String {
     }
 }
 
-fn is_zero(n: &u32) -> bool {
+/// Leaves a zero count out of the stored state (shared with the lever's ceiling count).
+pub(super) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
