@@ -476,14 +476,20 @@ mod tests {
             .contains("raising it to 3 let client p99 write back over the aim"));
     }
 
-    #[test]
-    fn a_raise_that_let_p99_back_over_is_taken_back_and_becomes_the_most() {
+    /// N = 2 raised to 3 on three low periods (at 180 s), then a period over the bound (240 s)
+    /// within the raise's trial: the step that takes it back.
+    fn raise_then_breach() -> LeverStep {
         let s = low_periods(&lp(), LeverState::start(2, 0.0), [60.0, 120.0], 4);
         let n = lever_step(&lp(), &s, &input(180.0, Some(50.0), 4))
             .next
             .unwrap();
         assert_eq!(n.n, 3);
-        let st = lever_step(&lp(), &n, &input(240.0, Some(150.0), 4));
+        lever_step(&lp(), &n, &input(240.0, Some(150.0), 4))
+    }
+
+    #[test]
+    fn a_raise_that_let_p99_back_over_is_taken_back_and_becomes_the_most() {
+        let st = raise_then_breach();
         let n = st.next.unwrap();
         assert_eq!((n.n, n.ceiling), (2, Some(2)));
         assert!(st.note.unwrap().contains(
@@ -499,13 +505,7 @@ mod tests {
     /// after 6 periods the raise is tried again, and a second failure holds twice as long.
     #[test]
     fn a_ceiling_lapses_and_each_new_one_lasts_twice_as_long() {
-        let s = low_periods(&lp(), LeverState::start(2, 0.0), [60.0, 120.0], 4);
-        let n = lever_step(&lp(), &s, &input(180.0, Some(50.0), 4))
-            .next
-            .unwrap();
-        let n = lever_step(&lp(), &n, &input(240.0, Some(150.0), 4))
-            .next
-            .unwrap();
+        let n = raise_then_breach().next.unwrap();
         assert_eq!((n.ceiling, n.ceiling_until), (Some(2), Some(600.0)));
         let n = low_periods(&lp(), n, [300.0, 360.0, 420.0, 480.0, 540.0], 4);
         let st = lever_step(&lp(), &n, &input(600.0, Some(50.0), 4));
