@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -47,6 +48,28 @@ fn pg_states() -> Vec<(String, String)> {
         .collect()
 }
 
+/// A PG of the lab's pool, active+clean, whose up set has no `osd`: its id and up set.
+fn clean_pg_without(osd: u32) -> (String, Vec<u32>) {
+    let v = ceph_json(&["pg", "dump", "pgs_brief"]);
+    v["pg_stats"]
+        .as_array()
+        .expect("pg_stats")
+        .iter()
+        .filter(|p| p["pgid"].as_str().is_some_and(|id| id.starts_with("2.")))
+        .filter(|p| p["state"].as_str() == Some("active+clean"))
+        .map(|p| {
+            let up: Vec<u32> = p["up"]
+                .as_array()
+                .expect("up")
+                .iter()
+                .map(|o| o.as_u64().expect("osd") as u32)
+                .collect();
+            (p["pgid"].as_str().expect("pgid").to_string(), up)
+        })
+        .find(|(_, up)| !up.contains(&osd))
+        .expect("a clean PG of pool 2 without the OSD")
+}
+
 fn backfilling(states: &[(String, String)]) -> Vec<String> {
     states
         .iter()
@@ -55,14 +78,36 @@ fn backfilling(states: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-fn upmap_pgs() -> Vec<String> {
+/// Each PG's upmap items in the OSD map, as `[from, to]` pairs.
+fn upmap_items() -> BTreeMap<String, Vec<(u64, u64)>> {
     let v = ceph_json(&["osd", "dump"]);
     v["pg_upmap_items"]
         .as_array()
         .expect("pg_upmap_items")
         .iter()
-        .map(|e| e["pgid"].as_str().expect("pgid").to_string())
+        .map(|e| {
+            (
+                e["pgid"].as_str().expect("pgid").to_string(),
+                pairs(&e["mappings"]),
+            )
+        })
         .collect()
+}
+
+/// `[{"from": 1, "to": 3}, ...]` (the OSD map's and the record's form) as pairs.
+fn pairs(v: &serde_json::Value) -> Vec<(u64, u64)> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| {
+                    (
+                        m["from"].as_u64().expect("from"),
+                        m["to"].as_u64().expect("to"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn balancer() -> (bool, String) {
@@ -84,9 +129,11 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Puts the lab back whatever happens: flags, rebalance, PG log settings, our entries.
+/// Puts the lab back whatever happens: flags, rebalance, PG log settings, our entries, and the
+/// "operator's" item the test added.
 struct Cleanup {
     record: PathBuf,
+    theirs: Option<String>,
 }
 
 impl Drop for Cleanup {
@@ -98,6 +145,12 @@ impl Drop for Cleanup {
         if self.record.exists() {
             let r = self.record.to_string_lossy().into_owned();
             let _ = crb(&["backfill", "release", "--record", &r, "--apply"]);
+        }
+        if let Some(id) = &self.theirs {
+            let _ = Command::new("ceph")
+                .args(["osd", "rm-pg-upmap-items", id])
+                .envs(lab_env())
+                .output();
         }
         for undo in ["pg-logs-default", "rebalance-stop"] {
             let _ = Command::new(repo().join("scripts/ceph-lab"))
@@ -117,14 +170,14 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
     let record = std::env::temp_dir().join(format!("crb-lab-upmap-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&record);
     let r = record.to_string_lossy().into_owned();
-    let cleanup = Cleanup {
+    let mut cleanup = Cleanup {
         record: record.clone(),
+        theirs: None,
     };
     // A lab left mid-rebalance by an earlier run: back to the start.
     lab(&["rebalance-stop"]);
     lab(&["wait-clean", "900"]);
     let before = balancer();
-    let upmaps_before = upmap_pgs();
     // A fresh lab's PG logs hold every write: a remap would recover from the log, not backfill.
     // Short logs and a few thousand writes make the moved PGs backfill.
     lab(&["fill", "0"]);
@@ -138,6 +191,24 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
     let dry = crb(&["backfill", "hold", "--max-backfills", "1", "--record", &r]);
     assert!(dry.status.success(), "dry run failed");
     assert!(!record.exists(), "a dry run writes no record");
+    // The mgr balancer (on, mode upmap, as on a new cluster) may have its own items on PGs that
+    // now backfill (three of them in one CI run): those are held over and put back.
+    // And one made sure of: an operator's item that moves a clean PG of the pool onto osd.3
+    // (which never had it: CRUSH's set of a PG still clean under the reweight has no osd.3).
+    let (theirs, up) = clean_pg_without(3);
+    let last = up.last().copied().expect("a PG has members");
+    cleanup.theirs = Some(theirs.clone());
+    ceph(&["osd", "pg-upmap-items", &theirs, &last.to_string(), "3"]);
+    wait_until(
+        "the operator's PG backfills",
+        Duration::from_secs(60),
+        || {
+            backfilling(&pg_states())
+                .iter()
+                .any(|s| s.starts_with(&format!("{theirs} ")))
+        },
+    );
+    let items_before_hold = upmap_items();
 
     let hold_step = || {
         crb(&[
@@ -175,17 +246,24 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
     eprintln!("at most one PG backfills after {steps} hold steps");
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&record).expect("record written")).expect("JSON");
-    let ours: Vec<String> = rec["held"]
-        .as_object()
-        .expect("held")
-        .keys()
-        .cloned()
-        .collect();
-    let upmaps = upmap_pgs();
-    for id in &ours {
-        assert!(
-            upmaps.contains(id),
-            "{id} held in the record, not in the OSD map"
+    let held = rec["held"].as_object().expect("held").clone();
+    let ours: Vec<String> = held.keys().cloned().collect();
+    assert!(
+        held.contains_key(&theirs),
+        "{theirs}, moved by someone's item, is not held: {ours:?}"
+    );
+    let upmaps = upmap_items();
+    for (id, h) in &held {
+        // No entry where theirs were taken off.
+        assert_eq!(
+            upmaps.get(id).cloned().unwrap_or_default(),
+            pairs(&h["items"]),
+            "{id}: the OSD map's items are not the record's"
+        );
+        assert_eq!(
+            pairs(&h["before"]),
+            items_before_hold.get(id).cloned().unwrap_or_default(),
+            "{id}: the record does not keep the items it had before the hold"
         );
     }
     if before.0 {
@@ -202,18 +280,16 @@ fn hold_to_one_backfill_and_release_all_on_a_real_rebalance() {
         !record.exists(),
         "the record is removed once nothing is held"
     );
-    let after = upmap_pgs();
+    // Ours removed, theirs back as they were before the hold.
+    let after = upmap_items();
     for id in &ours {
-        assert!(!after.contains(id), "{id} still has upmap items");
-    }
-    // The balancer's own entries (it may add some during the rebalance) are not ours to judge;
-    // those it had before are untouched by us.
-    for id in &upmaps_before {
-        assert!(
-            !ours.contains(id),
-            "{id} had someone's upmap items and was held"
+        assert_eq!(
+            after.get(id),
+            items_before_hold.get(id),
+            "{id}: not as before the hold"
         );
     }
+    assert_eq!(after.get(&theirs), Some(&vec![(last as u64, 3)]));
     assert_eq!(balancer(), before, "the balancer is not as it was");
     lab(&["wait-clean", "900"]);
     drop(cleanup);

@@ -11,8 +11,12 @@
 //!    released ([`lever_refusal`]).
 //! 3. `require_min_compat_client` below luminous (or a name this program does not know): the
 //!    lever is refused, with the reason.
-//! 4. A PG with upmap entries that are not ours (the balancer's, an operator's, a `pg_upmap`) is
-//!    never touched ([`hold_items`]).
+//! 4. A PG with upmap items that are not ours (the balancer's, an operator's) is held by
+//!    replacing them with items that map CRUSH's own set to the acting set; theirs are recorded
+//!    before and put back on release ([`hold_items`], [`super::record::HeldPg::before`]).
+//!    CRUSH's set is their items undone on the up set (as CERN's upmap-remapped does), and must
+//!    give the up set back with their items applied, or the PG is not touched. A whole-set
+//!    `pg_upmap` is never touched.
 //! 5. Replicated pools: the OSDs CRUSH wants that are not acting map to the acting OSDs that are
 //!    not wanted (the set is what matters). Erasure-coded pools: position by position (the OSD at
 //!    position i holds shard i); a permutation Ceph cannot express is refused.
@@ -37,7 +41,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::record::{classify, Forget, Record, PG_STATS_LAG};
+use super::record::{classify, set_items_command, Forget, Record, PG_STATS_LAG};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{
     items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
@@ -109,7 +113,8 @@ pub enum PgRefusal {
     Redundancy { state: String },
     /// A state word the lever does not hold through (peering, recovering, forced_backfill, ...).
     State { state: String, word: String },
-    /// Upmap items someone else set (the balancer, an operator).
+    /// Upmap items someone else set (the balancer, an operator) that do not explain the up
+    /// set: applied to what undoing them gives, they do not give the up set back.
     NotOurUpmapItems { items: Vec<UpmapItem> },
     /// A whole-set `pg_upmap` entry.
     PgUpmap,
@@ -136,7 +141,7 @@ impl fmt::Display for PgRefusal {
             }
             PgRefusal::NotOurUpmapItems { items } => write!(
                 f,
-                "has upmap items that are not ours ({}): not touched",
+                "has upmap items that are not ours ({}) and CRUSH's own set cannot be told from them: not touched",
                 items_text(items)
             ),
             PgRefusal::PgUpmap => write!(f, "has a pg_upmap entry (not ours): not touched"),
@@ -201,31 +206,40 @@ pub fn pg_refusal_by_state(pg: &PgBrief) -> Option<PgRefusal> {
     })
 }
 
+/// How one PG is held: the items to set (none: theirs are what moves it, and are taken off)
+/// and the items it had before (someone else's, put back on release).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldItems {
+    pub items: Vec<UpmapItem>,
+    pub before: Vec<UpmapItem>,
+}
+
 /// Rules 4-6: the upmap items that map `pg` back to its acting set, or why not. `record` says
 /// which upmap entries are ours (a PG with ours is held already, and not planned again).
-pub fn hold_items(
-    pg: &PgBrief,
-    map: &UpmapView,
-    record: &Record,
-) -> Result<Vec<UpmapItem>, PgRefusal> {
+pub fn hold_items(pg: &PgBrief, map: &UpmapView, record: &Record) -> Result<HoldItems, PgRefusal> {
     let id = pg_id(pg)?;
-    if let Some(items) = map.pg_upmap_items.get(&id) {
-        if !record.held.contains_key(&id) {
-            return Err(PgRefusal::NotOurUpmapItems {
-                items: items.clone(),
-            });
-        }
-    }
     if map.pg_upmap.contains(&id) {
         return Err(PgRefusal::PgUpmap);
     }
+    // Ours (the same items as recorded) are never planned again; anything else there is theirs.
+    let before = match (map.pg_upmap_items.get(&id), record.held.get(&id)) {
+        (Some(now), Some(held)) if *now == held.items => Vec::new(),
+        (Some(now), _) => now.clone(),
+        (None, _) => Vec::new(),
+    };
     let pool = map.pools.get(&id.pool).ok_or_else(|| PgRefusal::Pool {
         detail: format!("pool {} is not in the OSD map", id.pool),
     })?;
     let (up, acting) = members(pg)?;
-    let items = match pool.kind {
-        PoolKind::Replicated => replicated_items(&up, &acting)?,
-        PoolKind::Erasure => erasure_items(&up, &acting)?,
+    // What CRUSH gives without their items: `pg-upmap-items` replaces a PG's items and is read
+    // against that set, not against the up set.
+    let raw = unapply_upmap(&up, &before);
+    if apply_upmap(&raw, &before, map) != up {
+        return Err(PgRefusal::NotOurUpmapItems { items: before });
+    }
+    let computed = match pool.kind {
+        PoolKind::Replicated => replicated_items(&raw, &acting),
+        PoolKind::Erasure => erasure_items(&raw, &acting),
         PoolKind::Other(n) => {
             return Err(PgRefusal::Pool {
                 detail: format!(
@@ -235,10 +249,16 @@ pub fn hold_items(
             })
         }
     };
+    let items = match computed {
+        // CRUSH maps it where its data is: their items are what moves it; held by taking
+        // them off (and put back on release).
+        Err(PgRefusal::NothingToMap) if !before.is_empty() => Vec::new(),
+        other => other?,
+    };
     for item in &items {
         check_target(map, item.to)?;
     }
-    let result = apply_upmap(&up, &items, map);
+    let result = apply_upmap(&raw, &items, map);
     let expected = match pool.kind {
         PoolKind::Erasure => result == acting,
         _ => result.iter().collect::<BTreeSet<_>>() == acting.iter().collect::<BTreeSet<_>>(),
@@ -246,12 +266,12 @@ pub fn hold_items(
     if !expected {
         return Err(PgRefusal::Mapping {
             detail: format!(
-                "{} on up {up:?} gives {result:?}, not the acting set {acting:?} (Ceph cannot express it)",
+                "{} on CRUSH's {raw:?} gives {result:?}, not the acting set {acting:?} (Ceph cannot express it)",
                 items_text(&items)
             ),
         });
     }
-    Ok(items)
+    Ok(HoldItems { items, before })
 }
 
 fn pg_id(pg: &PgBrief) -> Result<PgId, PgRefusal> {
@@ -328,6 +348,23 @@ fn check_target(map: &UpmapView, osd: u32) -> Result<(), PgRefusal> {
     })
 }
 
+/// CRUSH's set from the up set and the items Ceph applied to it: each item undone, last first
+/// (`to` back to `from`). An item whose source is in the set did not apply (its target was
+/// there already) and is left; one whose source CRUSH no longer has the monitors remove
+/// (`OSDMap::check_pg_upmaps`). [`hold_items`] checks the result anyway.
+pub fn unapply_upmap(up: &[u32], items: &[UpmapItem]) -> Vec<u32> {
+    let mut set = up.to_vec();
+    for item in items.iter().rev() {
+        if set.contains(&item.from) {
+            continue;
+        }
+        if let Some(slot) = set.iter_mut().find(|o| **o == item.to) {
+            *slot = item.from;
+        }
+    }
+    set
+}
+
 /// What Ceph makes of `raw` with `items` (`OSDMap::_apply_upmap`, pg_upmap_items part): each
 /// item in turn replaces the first `from` with `to`, unless `to` is in the set already or is
 /// out (reweight 0).
@@ -355,7 +392,51 @@ pub struct PlannedHold {
     pub state: String,
     pub up: Vec<Option<u32>>,
     pub acting: Vec<Option<u32>>,
+    /// The items to set; empty: the PG's items are taken off (`rm-pg-upmap-items`), theirs
+    /// being what moves it.
     pub items: Vec<UpmapItem>,
+    /// Its items before (someone else's), recorded and put back on release.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<UpmapItem>,
+}
+
+impl PlannedHold {
+    /// The command that holds it.
+    pub fn command(&self) -> String {
+        set_items_command(self.pgid, &self.items)
+    }
+
+    /// Puts it in `record` (before its command runs), with the items it replaces.
+    pub fn record_in(&self, record: &mut Record, fsid: &str, epoch: u64) {
+        record.hold(
+            fsid,
+            self.pgid,
+            self.items.clone(),
+            epoch,
+            self.up.clone(),
+            self.acting.clone(),
+        );
+        if let Some(held) = record.held.get_mut(&self.pgid) {
+            held.before = self.before.clone();
+        }
+    }
+
+    /// What the hold does to its upmap items, for a log line: "upmap [1->3]", or with the
+    /// items it had before, what becomes of them.
+    pub fn items_words(&self) -> String {
+        match (self.items.is_empty(), self.before.is_empty()) {
+            (_, true) => format!("upmap {}", items_text(&self.items)),
+            (true, false) => format!(
+                "its upmap items {} (not ours, what moves it) taken off, put back on release",
+                items_text(&self.before)
+            ),
+            (false, false) => format!(
+                "upmap {} in place of {} (not ours, put back on release)",
+                items_text(&self.items),
+                items_text(&self.before)
+            ),
+        }
+    }
 }
 
 /// What one step of the lever does.
@@ -373,11 +454,15 @@ pub struct Plan {
     /// Held PGs (ours, still in place) now.
     pub held: usize,
     pub hold: Vec<PlannedHold>,
-    /// Ours to remove (`rm-pg-upmap-items`): those that lost redundancy first (the first
-    /// `urgent`), then the oldest held.
+    /// Ours to take back ([`Record::release_command`]: `rm-pg-upmap-items`, or the items the PG
+    /// had before put back): those that lost redundancy first (the first `urgent`), then the
+    /// oldest held.
     pub release: Vec<PgId>,
     /// How many of `release` go because they lost redundancy (never delayed).
     pub urgent: usize,
+    /// How many releases N's room asks for, before the enforcer's pace ([`Plan::spaced`]).
+    #[serde(skip)]
+    pub room: usize,
     /// Released before and not showing backfill (nor clean) yet, e.g. peering: they count
     /// among the N, so fewer are released ([`on_the_way`]). What the record keeps of
     /// `releasing` after this step.
@@ -482,7 +567,7 @@ pub fn plan(
             None => hold_items(pg, map, record),
         };
         match checked {
-            Ok(items) => {
+            Ok(HoldItems { items, before }) => {
                 // Waiting first: holding one loses no progress.
                 let rank = if pg.has_state("backfilling") { 1 } else { 0 };
                 candidates.push((
@@ -493,6 +578,7 @@ pub fn plan(
                         up: pg.up.clone(),
                         acting: pg.acting.clone(),
                         items,
+                        before,
                     },
                 ));
             }
@@ -517,6 +603,7 @@ pub fn plan(
             .filter(|id| ours.contains(id) && !release.contains(id))
             .take(more)
             .collect();
+        out.room = more.len();
         release.extend(more);
     }
     out.release = release;
@@ -527,19 +614,44 @@ pub fn plan(
 impl Plan {
     /// The enforcer's pace: of the releases that follow N (not those of PGs that lost
     /// redundancy, nor a refusal's), one at most, and none within `gap` seconds of the last
-    /// release (either way, so that a clock set back does not stop them). The one-shot
+    /// release nor of when N's room opened ([`Record::room_since`]: mostly a PG that finished
+    /// its backfill and re-peers; on the lab, with N steady at 4, four of the eight releases
+    /// made right after one put their window over the bound, one release alone rarely did).
+    /// Either way, so that a clock set back does not stop them for longer. The one-shot
     /// `backfill hold` does not space them: its user runs it again.
-    pub fn spaced(mut self, record: &Record, now: f64, gap: f64) -> Plan {
+    pub fn spaced(self, record: &Record, now: f64, gap: f64) -> Plan {
+        let recent = |at: Option<f64>| at.is_some_and(|at| (now - at).abs() < gap);
+        let wait = recent(record.last_release) || recent(record.room_since);
+        self.releases_at_most(usize::from(!wait))
+    }
+
+    /// No release that follows N while `over_aim` (client p99 above the aim): it would add a
+    /// backfill, and a peering, where the bound is already short (on the lab three releases
+    /// made while p99 was over kept five windows over it and N unjudged). N is judged first.
+    pub fn held_back(self, over_aim: bool) -> Plan {
+        if over_aim {
+            self.releases_at_most(0)
+        } else {
+            self
+        }
+    }
+
+    /// Keeps the urgent releases and at most `more` of those that follow N.
+    fn releases_at_most(mut self, more: usize) -> Plan {
         if self.refusal.is_some() {
             return self;
         }
-        let recent = record.last_release.is_some_and(|at| (now - at).abs() < gap);
-        let keep = self.urgent + usize::from(!recent);
+        let keep = self.urgent + more;
         if self.release.len() > keep {
             self.backfilling_after -= self.release.len() - keep;
             self.release.truncate(keep);
         }
         self
+    }
+
+    /// N has room for a release of a held PG (whatever the pace lets go now).
+    pub fn has_room(&self) -> bool {
+        self.refusal.is_none() && self.room > 0
     }
 }
 

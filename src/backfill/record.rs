@@ -9,6 +9,8 @@
 //! - written, then crashed before `pg-upmap-items`: the entry is in the record, not in the OSD
 //!   map; the undo forgets it ([`Forget::Gone`]).
 //! - `rm-pg-upmap-items` done, crashed before the record was written: the same.
+//! - a PG held over someone else's items: the same with theirs in place of none; the undo
+//!   forgets it when theirs are back ([`Forget::Restored`]).
 //! - someone changed the PG's items since (an operator, the balancer turned back on): they are
 //!   no longer ours alone; the undo leaves them and says so ([`Forget::Changed`]).
 
@@ -54,6 +56,12 @@ pub struct Record {
     /// it shows backfill. Absent from records written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_release: Option<f64>,
+    /// Since when (Unix seconds) N has had room for a release: a slot that opens is mostly a
+    /// PG that just finished its backfill and re-peers, and the enforcer's release waits a
+    /// window so that the two peerings do not stack ([`crate::backfill::Plan::spaced`]).
+    /// `None` while there is no room. Absent from records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room_since: Option<f64>,
 }
 
 impl Default for Record {
@@ -66,6 +74,7 @@ impl Default for Record {
             next_seq: 0,
             releasing: BTreeMap::new(),
             last_release: None,
+            room_since: None,
         }
     }
 }
@@ -81,6 +90,10 @@ pub struct HeldPg {
     /// Up and acting as seen then (for the operator reading the file).
     pub up: Vec<Option<u32>>,
     pub acting: Vec<Option<u32>>,
+    /// The PG's items before the hold (someone else's: the balancer's, an operator's), put
+    /// back on release. Absent when it had none (then release is `rm-pg-upmap-items`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<UpmapItem>,
 }
 
 /// Why the record could not be read or written.
@@ -184,6 +197,16 @@ impl Record {
         self.releasing.len() != before
     }
 
+    /// Whether N has room for a release at `now` (Unix seconds): keeps when the room opened,
+    /// forgets it once there is none.
+    pub fn room(&mut self, room: bool, now: f64) {
+        if room {
+            self.room_since.get_or_insert(now);
+        } else {
+            self.room_since = None;
+        }
+    }
+
     /// Nothing held and the balancer not paused: the cluster and the releases on their way are
     /// forgotten too (nothing left whose release they would hold back).
     pub fn tidy(&mut self) {
@@ -191,6 +214,7 @@ impl Record {
             self.fsid = None;
             self.releasing.clear();
             self.last_release = None;
+            self.room_since = None;
         }
     }
 
@@ -203,6 +227,7 @@ impl Record {
             if self.releasing.is_empty() {
                 self.fsid = None;
                 self.last_release = None;
+                self.room_since = None;
             }
         }
     }
@@ -239,8 +264,30 @@ impl Record {
                 epoch,
                 up,
                 acting,
+                before: Vec::new(),
             },
         );
+    }
+
+    /// The items releasing `pgid` puts back (empty: none, the entry is removed).
+    pub fn restore_items(&self, pgid: PgId) -> Vec<UpmapItem> {
+        self.held
+            .get(&pgid)
+            .map(|h| h.before.clone())
+            .unwrap_or_default()
+    }
+
+    /// Of `ids`, those whose release puts items back, with the items.
+    pub fn restores(&self, ids: &[PgId]) -> BTreeMap<PgId, Vec<UpmapItem>> {
+        ids.iter()
+            .map(|id| (*id, self.restore_items(*id)))
+            .filter(|(_, items)| !items.is_empty())
+            .collect()
+    }
+
+    /// The command that releases `pgid`: `rm-pg-upmap-items`, or its items before put back.
+    pub fn release_command(&self, pgid: PgId) -> String {
+        set_items_command(pgid, &self.restore_items(pgid))
     }
 
     /// The held PGs, oldest first.
@@ -249,6 +296,18 @@ impl Record {
         v.sort();
         v.into_iter().map(|(_, id)| id).collect()
     }
+}
+
+/// `ceph osd pg-upmap-items PGID FROM TO ...`, or `rm-pg-upmap-items` for no items.
+pub fn set_items_command(pgid: PgId, items: &[UpmapItem]) -> String {
+    if items.is_empty() {
+        return format!("ceph osd rm-pg-upmap-items {pgid}");
+    }
+    let pairs: Vec<String> = items
+        .iter()
+        .map(|i| format!("{} {}", i.from, i.to))
+        .collect();
+    format!("ceph osd pg-upmap-items {pgid} {}", pairs.join(" "))
 }
 
 enum FromJson {
@@ -264,6 +323,8 @@ pub enum Forget {
     Gone,
     /// Its items are not the ones we added: someone else's now; left as they are.
     Changed { now: Vec<UpmapItem> },
+    /// Its items are back as they were before the hold (put back, or the hold never applied).
+    Restored { items: Vec<UpmapItem> },
 }
 
 impl std::fmt::Display for Forget {
@@ -274,6 +335,11 @@ impl std::fmt::Display for Forget {
                 f,
                 "its upmap items are now {} (changed by someone else): left as they are",
                 crate::ceph::parse::upmap::items_text(now)
+            ),
+            Forget::Restored { items } => write!(
+                f,
+                "its upmap items are {}, as before the hold",
+                crate::ceph::parse::upmap::items_text(items)
             ),
         }
     }
@@ -293,10 +359,16 @@ pub(crate) fn classify(map: &UpmapView, record: &Record) -> Classified {
         let Some(held) = record.held.get(&id) else {
             continue;
         };
-        match map.pg_upmap_items.get(&id) {
-            None => forget.push((id, Forget::Gone)),
-            Some(now) if *now == held.items => ours.push(id),
-            Some(now) => forget.push((id, Forget::Changed { now: now.clone() })),
+        // Empty items: theirs taken off, so no entry is what ours looks like.
+        let now = map.pg_upmap_items.get(&id).cloned().unwrap_or_default();
+        if now == held.items {
+            ours.push(id);
+        } else if !held.before.is_empty() && now == held.before {
+            forget.push((id, Forget::Restored { items: now }));
+        } else if now.is_empty() {
+            forget.push((id, Forget::Gone));
+        } else {
+            forget.push((id, Forget::Changed { now }));
         }
     }
     Classified { ours, forget }
@@ -305,7 +377,7 @@ pub(crate) fn classify(map: &UpmapView, record: &Record) -> Classified {
 /// The removal of exactly ours.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct Undo {
-    /// `ceph osd rm-pg-upmap-items` for each, oldest first.
+    /// Released, oldest first ([`Record::release_command`] for each).
     pub remove: Vec<PgId>,
     /// Dropped from the record without a command.
     pub forget: Vec<(PgId, Forget)>,

@@ -47,14 +47,7 @@ fn brief(pgid: &str, state: &str, up: &[u32], acting: &[u32]) -> PgBrief {
 fn recorded(map: &UpmapView, plan: &Plan) -> Record {
     let mut r = Record::default();
     for h in &plan.hold {
-        r.hold(
-            &map.fsid,
-            h.pgid,
-            h.items.clone(),
-            map.epoch,
-            h.up.clone(),
-            h.acting.clone(),
-        );
+        h.record_in(&mut r, &map.fsid, map.epoch);
     }
     r
 }
@@ -63,7 +56,11 @@ fn recorded(map: &UpmapView, plan: &Plan) -> Record {
 fn with_items(map: &UpmapView, plan: &Plan) -> UpmapView {
     let mut m = map.clone();
     for h in &plan.hold {
-        m.pg_upmap_items.insert(h.pgid, h.items.clone());
+        if h.items.is_empty() {
+            m.pg_upmap_items.remove(&h.pgid);
+        } else {
+            m.pg_upmap_items.insert(h.pgid, h.items.clone());
+        }
     }
     m
 }
@@ -285,11 +282,12 @@ fn below_luminous_the_lever_is_skipped_with_the_reason() {
     assert!(why.contains("pre-luminous"), "{why}");
 }
 
-/// Rule 4: the balancer's items (2.1c, 2.1d [3->2] in 90-wpq-rebalance) are never touched; a
-/// backfilling PG with someone's items is refused, and a PG whose items we did not add is never
-/// released.
+/// Rule 4: the balancer's items on PGs that do not backfill (2.1c, 2.1d [3->2] in
+/// 90-wpq-rebalance) are never touched; a PG that backfills with someone's items is held over
+/// them (recorded, put back on release) when they explain its up set, refused when they do not;
+/// a whole-set `pg_upmap` is refused; a PG whose items we did not add is never released.
 #[test]
-fn upmap_items_that_are_not_ours_are_never_touched() {
+fn upmap_items_that_are_not_ours_are_held_over_and_put_back() {
     let pgs = pgs_of("90-wpq-rebalance");
     let mut map = map_of("90-wpq-rebalance");
     let p = plan(&pgs, &map, &Record::default(), 0, 0.0);
@@ -298,20 +296,90 @@ fn upmap_items_that_are_not_ours_are_never_touched() {
         .hold
         .iter()
         .all(|h| h.pgid != pg("2.1c") && h.pgid != pg("2.1d")));
-    // Someone's items on a waiting PG: refused, by name.
-    map.pg_upmap_items.insert(pg("2.a"), items(&[(1, 3)]));
+    // 2.a (up [1,0,2], acting [1,0,3]) with someone's [3->2]: CRUSH's own set is [1,0,3], the
+    // acting set: their item is what moves it, so the hold takes it off. 2.2 (up [1,0,2]) with
+    // [2->5]: an item that cannot have given that up set (its source is in it), refused. 2.9 with a pg_upmap: refused.
+    map.pg_upmap_items.insert(pg("2.a"), items(&[(3, 2)]));
+    map.pg_upmap_items.insert(pg("2.2"), items(&[(2, 5)]));
     map.pg_upmap.insert(pg("2.9"));
     let p = plan(&pgs, &map, &Record::default(), 0, 0.0);
-    assert_eq!(p.hold.len(), 17);
     let refused: BTreeMap<PgId, &PgRefusal> = p.refused.iter().map(|(id, r)| (*id, r)).collect();
     assert_eq!(
-        refused[&pg("2.a")].to_string(),
-        "has upmap items that are not ours ([1->3]): not touched"
+        refused[&pg("2.2")].to_string(),
+        "has upmap items that are not ours ([2->5]) and CRUSH's own set cannot be told from them: not touched"
     );
     assert_eq!(*refused[&pg("2.9")], PgRefusal::PgUpmap);
+    assert_eq!(p.hold.len(), 17);
+    let a = p.hold.iter().find(|h| h.pgid == pg("2.a")).unwrap();
+    assert_eq!(
+        (a.items.clone(), a.before.clone()),
+        (vec![], items(&[(3, 2)]))
+    );
+    assert_eq!(a.command(), "ceph osd rm-pg-upmap-items 2.a");
+    assert!(a
+        .items_words()
+        .contains("[3->2] (not ours, what moves it) taken off, put back on release"));
+    // Recorded first, then applied: ours (no entry is what ours looks like); released by
+    // putting theirs back; once back, forgotten.
+    let record = recorded(&map, &p);
+    let held = with_items(&map, &p);
+    assert!(!held.pg_upmap_items.contains_key(&pg("2.a")));
+    let u = undo(&held, &record, None);
+    assert!(u.remove.contains(&pg("2.a")) && u.forget.is_empty());
+    assert_eq!(
+        record.release_command(pg("2.a")),
+        "ceph osd pg-upmap-items 2.a 3 2"
+    );
+    assert_eq!(
+        record.restores(&u.remove),
+        BTreeMap::from([(pg("2.a"), items(&[(3, 2)]))])
+    );
+    // A crash before the hold's command, or after the put-back: theirs in place, forgotten.
+    let u = undo(&map, &record, None);
+    assert!(!u.remove.contains(&pg("2.a")));
+    assert!(u.forget.contains(&(
+        pg("2.a"),
+        Forget::Restored {
+            items: items(&[(3, 2)])
+        }
+    )));
     // Nothing of theirs in an undo, even with everything released.
     let u = undo(&map, &Record::default(), None);
     assert!(u.remove.is_empty() && u.forget.is_empty());
+}
+
+/// Someone's items that leave part of the move: replaced by items that map CRUSH's own set to
+/// the acting set.
+#[test]
+fn items_over_someone_elses_map_from_crushs_own_set() {
+    let rep = one(1, upmap::PoolKind::Replicated);
+    let ec = one(1, upmap::PoolKind::Erasure);
+    let over = |map: &UpmapView, up: &[u32], acting: &[u32], theirs: &[(u32, u32)]| {
+        let mut m = map.clone();
+        m.pg_upmap_items.insert(pg("1.0"), items(theirs));
+        hold_items(&brief("1.0", WAITING, up, acting), &m, &Record::default())
+            .map(|h| (h.items, h.before))
+    };
+    // CRUSH gives [1,0,4]; theirs put 2 for 4; the data is on 3.
+    assert_eq!(
+        over(&rep, &[1, 0, 2], &[1, 0, 3], &[(4, 2)]),
+        Ok((items(&[(4, 3)]), items(&[(4, 2)])))
+    );
+    // Two of theirs, one still right: CRUSH [5,0,4] -> theirs [1,0,2]; data on [1,0,3].
+    assert_eq!(
+        over(&rep, &[1, 0, 2], &[1, 0, 3], &[(5, 1), (4, 2)]),
+        Ok((items(&[(5, 1), (4, 3)]), items(&[(5, 1), (4, 2)])))
+    );
+    // EC, position by position: CRUSH [4,2,0], theirs 4->1, data on [3,2,0].
+    assert_eq!(
+        over(&ec, &[1, 2, 0], &[3, 2, 0], &[(4, 1)]),
+        Ok((items(&[(4, 3)]), items(&[(4, 1)])))
+    );
+    // The lab's 3.4 (71-held-n1): up [1,2,0], acting [1,2,3], items [3->0]: CRUSH [1,2,3].
+    assert_eq!(
+        over(&ec, &[1, 2, 0], &[1, 2, 3], &[(3, 0)]),
+        Ok((vec![], items(&[(3, 0)])))
+    );
 }
 
 /// 71-held-n1: 10 PGs held by hand (ours) beside the balancer's 2.1c and 2.1d; the undo removes
@@ -608,6 +676,41 @@ fn the_enforcer_releases_one_pg_per_window() {
     );
 }
 
+/// A slot that opens is mostly a backfill that just finished and re-peers: the enforcer's
+/// release waits a window after the room opened, so the two peerings fall in different windows;
+/// the room's start is kept across cycles and forgotten once there is none. A PG that lost
+/// redundancy goes at once; while p99 is over the aim only such a PG goes.
+#[test]
+fn a_release_waits_a_window_after_its_room_opened() {
+    let t = 1_000_000.0;
+    let (map, mut record, mut pgs) = three_held();
+    let paced = |pgs: &[PgBrief], record: &mut Record, at: f64| {
+        let p = plan(pgs, &map, record, 1, at);
+        record.room(p.has_room(), at);
+        p.spaced(record, at, RELEASE_GAP)
+    };
+    let p = paced(&pgs, &mut record, t);
+    assert!(p.has_room());
+    assert!(p.release.is_empty(), "{:?}", p.release);
+    assert_eq!(p.backfilling_after, 0);
+    assert!(paced(&pgs, &mut record, t + 9.0).release.is_empty());
+    assert_eq!(record.room_since, Some(t));
+    assert_eq!(paced(&pgs, &mut record, t + 10.0).release, vec![pg("2.9")]);
+    // No room (N = 0 here stands for "all taken"): forgotten, and the next room waits again.
+    let p = plan(&pgs, &map, &record, 0, t + 20.0);
+    record.room(p.has_room(), t + 20.0);
+    assert_eq!(record.room_since, None);
+    assert!(paced(&pgs, &mut record, t + 30.0).release.is_empty());
+    assert_eq!(paced(&pgs, &mut record, t + 40.0).release, vec![pg("2.9")]);
+    // p99 over the aim: that release waits too.
+    let p = paced(&pgs, &mut record, t + 40.0).held_back(true);
+    assert_eq!((p.release.len(), p.backfilling_after), (0, 0));
+    // Urgent: at once, whatever the room or p99.
+    set_state(&mut pgs, "2.a", "active+recovery_wait+degraded");
+    let p = paced(&pgs, &mut record, t + 41.0).held_back(true);
+    assert_eq!((p.release, p.urgent), (vec![pg("2.a")], 1));
+}
+
 /// A released PG stuck peering (or gone from `pg dump`) does not stop the releases for good:
 /// it keeps its place for 60 s at most.
 #[test]
@@ -675,7 +778,7 @@ fn one(pool: u64, kind: upmap::PoolKind) -> UpmapView {
 }
 
 fn try_hold(map: &UpmapView, up: &[u32], acting: &[u32]) -> Result<Vec<UpmapItem>, PgRefusal> {
-    hold_items(&brief("1.0", WAITING, up, acting), map, &Record::default())
+    hold_items(&brief("1.0", WAITING, up, acting), map, &Record::default()).map(|h| h.items)
 }
 
 #[test]
@@ -702,7 +805,7 @@ fn replicated_maps_the_set_and_erasure_the_positions() {
     assert_eq!(
         try_hold(&ec, &[1, 4, 0], &[4, 2, 0]),
         Err(PgRefusal::Mapping {
-            detail: "[1->4, 4->2] on up [1, 4, 0] gives [1, 2, 0], not the acting set [4, 2, 0] (Ceph cannot express it)".into()
+            detail: "[1->4, 4->2] on CRUSH's [1, 4, 0] gives [1, 2, 0], not the acting set [4, 2, 0] (Ceph cannot express it)".into()
         })
     );
     let swap = try_hold(&ec, &[1, 2, 0], &[2, 1, 0]);
@@ -930,6 +1033,7 @@ fn the_record_round_trips_and_is_written_atomically() {
     std::fs::write(&path, r#"{"version":1,"fsid":"f","held":{},"next_seq":3}"#).unwrap();
     let old = Record::load(&path).unwrap();
     assert!(old.releasing.is_empty() && old.last_release.is_none());
+    assert!(old.room_since.is_none() && !r.to_json().contains("room_since"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -193,32 +193,28 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
         // Every entry is in the record before it is added.
         if apply && !plan.hold.is_empty() {
             for h in &plan.hold {
-                record.hold(
-                    &seen.map.fsid,
-                    h.pgid,
-                    h.items.clone(),
-                    seen.map.epoch,
-                    h.up.clone(),
-                    h.acting.clone(),
-                );
+                h.record_in(&mut record, &seen.map.fsid, seen.map.epoch);
             }
             save(&record, &common.record)?;
         }
         let mut current = by_id(seen.pgs.clone());
         let mut listed_at = seen.listed_at;
         for (i, h) in plan.hold.iter().enumerate() {
+            let replaces = if h.before.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (its upmap items {} are not ours: recorded, put back on release)",
+                    items_text(&h.before)
+                )
+            };
             let line = format!(
-                "HOLD {} ({}, up {} acting {}): ceph osd pg-upmap-items {} {}",
+                "HOLD {} ({}, up {} acting {}): {}{replaces}",
                 h.pgid,
                 h.state,
                 set_text(&h.up),
                 set_text(&h.acting),
-                h.pgid,
-                h.items
-                    .iter()
-                    .map(|i| format!("{} {}", i.from, i.to))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                h.command()
             );
             if !apply {
                 report.say(format!("{}{line}", would(false)));
@@ -260,7 +256,12 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
                 unhold(&mut record, std::slice::from_ref(h), &common.record)?;
                 continue;
             }
-            match ops::pg_upmap_items_set(&client, h.pgid, &h.items).await {
+            let done = if h.items.is_empty() {
+                ops::pg_upmap_items_rm(&client, h.pgid).await
+            } else {
+                ops::pg_upmap_items_set(&client, h.pgid, &h.items).await
+            };
+            match done {
                 Ok(()) => report.say(line),
                 // Left in the record: the next run finds it absent and forgets it.
                 Err(e) => report.fail(format!("FAILED {line}: {e}")),
@@ -374,12 +375,26 @@ async fn release_each(
             .get(id)
             .map(|h| items_text(&h.items))
             .unwrap_or_default();
-        let line = format!("RELEASE {id} {items}: ceph osd rm-pg-upmap-items {id}");
+        let restore = record.restore_items(*id);
+        let put_back = if restore.is_empty() {
+            ""
+        } else {
+            " (the items it had before the hold)"
+        };
+        let line = format!(
+            "RELEASE {id} {items}: {}{put_back}",
+            backfill::record::set_items_command(*id, &restore)
+        );
         if !common.apply {
             report.say(format!("{}{line}", would(false)));
             continue;
         }
-        match ops::pg_upmap_items_rm(client, *id).await {
+        let done = if restore.is_empty() {
+            ops::pg_upmap_items_rm(client, *id).await
+        } else {
+            ops::pg_upmap_items_set(client, *id, &restore).await
+        };
+        match done {
             Ok(()) => {
                 record.released(*id, unix_now());
                 save(record, &common.record)?;

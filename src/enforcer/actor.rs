@@ -148,19 +148,16 @@ pub struct FakeUpmap {
 }
 
 impl FakeUpmap {
-    pub fn hold(&mut self, pgid: PgId, items: &[UpmapItem]) {
-        self.map.pg_upmap_items.insert(pgid, items.to_vec());
-        let id = pgid.to_string();
-        if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == id) {
-            self.before.entry(pgid).or_insert_with(|| pg.clone());
-            pg.state = "active+clean".to_string();
-            pg.up = pg.acting.clone();
+    /// The PG's items become `items` (none: no entry). On a PG the lever holds it is the
+    /// release (its entry removed, or the items it had before put back): it waits for backfill
+    /// as before the hold; on another, the hold (a PG held over someone's items may have them
+    /// taken off): active+clean with up = acting.
+    pub fn set_items(&mut self, pgid: PgId, items: &[UpmapItem]) {
+        if items.is_empty() {
+            self.map.pg_upmap_items.remove(&pgid);
+        } else {
+            self.map.pg_upmap_items.insert(pgid, items.to_vec());
         }
-        self.map.epoch += 1;
-    }
-
-    pub fn release(&mut self, pgid: PgId) {
-        self.map.pg_upmap_items.remove(&pgid);
         let id = pgid.to_string();
         if let Some(before) = self.before.remove(&pgid) {
             if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == id) {
@@ -169,6 +166,10 @@ impl FakeUpmap {
                     ..before
                 };
             }
+        } else if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == id) {
+            self.before.insert(pgid, pg.clone());
+            pg.state = "active+clean".to_string();
+            pg.up = pg.acting.clone();
         }
         self.map.epoch += 1;
     }
@@ -450,7 +451,7 @@ impl Actor for FakeActor {
         if self.should_fail() {
             return Err(injected(&what));
         }
-        self.with_upmap(&what, |u| u.hold(pgid, items))
+        self.with_upmap(&what, |u| u.set_items(pgid, items))
     }
 
     async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
@@ -463,7 +464,7 @@ impl Actor for FakeActor {
         if self.should_fail() {
             return Err(injected(&what));
         }
-        self.with_upmap(&what, |u| u.release(pgid))
+        self.with_upmap(&what, |u| u.set_items(pgid, &[]))
     }
 
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {

@@ -9,7 +9,7 @@ use super::types::Time;
 pub use super::types::{Change, Refused};
 use crate::backfill::{BalancerStep, PlannedHold};
 use crate::ceph::ops::OpsError;
-use crate::ceph::parse::upmap::PgId;
+use crate::ceph::parse::upmap::{PgId, UpmapItem};
 use crate::ceph::CephError;
 
 /// A change of the OSDs' configuration: one step of the policy (throttle, suspend, a rung...).
@@ -156,7 +156,8 @@ pub enum Effect {
     /// `ceph osd unset FLAG` for each (all are tried).
     UnsetFlags { flags: Vec<String>, for_: FlagsFor },
     /// The backfill lever (rung 3): `ceph osd rm-pg-upmap-items` of each PG to release (ours
-    /// only), `ceph osd pg-upmap-items` of each to hold (each in the state before it runs), and
+    /// only; the items it had before put back where it had some), `ceph osd pg-upmap-items` of
+    /// each to hold (each in the state before it runs), and
     /// the balancer paused (`balancer off`) or put back as it was. The releases run first.
     Backfill(BackfillEffect),
 }
@@ -166,6 +167,9 @@ pub enum Effect {
 pub struct BackfillEffect {
     pub hold: Vec<PlannedHold>,
     pub release: Vec<PgId>,
+    /// Of `release`, those held over someone else's items: theirs, put back
+    /// (`pg-upmap-items`) in place of `rm-pg-upmap-items`.
+    pub restore: BTreeMap<PgId, Vec<UpmapItem>>,
     pub balancer: BalancerStep,
     /// The cluster (recorded with the first entry) and the OSD map epoch the holds come from.
     pub fsid: String,
@@ -179,6 +183,12 @@ pub struct BackfillEffect {
 }
 
 impl BackfillEffect {
+    /// The command that releases `id`.
+    pub fn release_command(&self, id: PgId) -> String {
+        let none = Vec::new();
+        crate::backfill::record::set_items_command(id, self.restore.get(&id).unwrap_or(&none))
+    }
+
     /// Nothing for Ceph to do.
     pub fn is_empty(&self) -> bool {
         self.hold.is_empty()

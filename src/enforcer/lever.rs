@@ -15,7 +15,7 @@ use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
 use super::state::{EnforcerState, Held};
-use crate::backfill::{self, balancer_step, BalancerStep, Forget};
+use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan};
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
 
@@ -272,6 +272,12 @@ pub(super) fn at_rung(
     }
 }
 
+/// Client p99 over the last window and the aim (seconds), when p99 is above the aim.
+fn over_aim(ctx: &Ctx<'_>) -> Option<(f64, f64)> {
+    let aim = ctx.bound? * ctx.policy.ladder.aim;
+    ctx.obs.p99.filter(|p| *p > aim).map(|p| (p, aim))
+}
+
 /// PGs held now: in enforce mode those the state records; in observe mode those it would hold.
 fn held_count(ctx: &Ctx<'_>, next: &EnforcerState, n: usize) -> usize {
     if ctx.policy.mode == Mode::Enforce {
@@ -345,11 +351,32 @@ pub(super) fn plan_effect(
         (None, Some(n)) => {
             // A PG released lately and still peering keeps its place (the plan counts it); the
             // outcome records each release Ceph did.
-            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now).spaced(
-                &next.backfill,
-                ctx.now,
-                backfill::RELEASE_GAP,
-            );
+            let p = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now);
+            next.backfill.room(p.has_room(), ctx.now);
+            note_unheld(ctx, next, notes, &p, n);
+            // With nothing backfilling, p99 over the aim is not the recovery's doing: one PG
+            // still goes, or a client burst would stop the recovery altogether.
+            let moving = p.backfilling + p.on_the_way.len() > 0;
+            let over_aim = over_aim(ctx).filter(|_| p.has_room() && moving);
+            if let Some((p99, aim)) = over_aim {
+                ctx.note_once(
+                    next,
+                    notes,
+                    format!("lever_release_wait:{n}"),
+                    DecisionEvent::BackfillLimit,
+                    || {
+                        format!(
+                            "{}BACKFILL_LIMIT: N = {n} has room, but releases wait while client p99 write {} is above the aim {}: N is judged first",
+                            observe_prefix(policy),
+                            fmt_ms(p99),
+                            fmt_ms(aim)
+                        )
+                    },
+                );
+            }
+            let p = p
+                .spaced(&next.backfill, ctx.now, backfill::RELEASE_GAP)
+                .held_back(over_aim.is_some());
             next.backfill.keep_releasing(&p.on_the_way);
             let why = match &p.refusal {
                 Some(r) => format!("the backfill lever stands down: {r}"),
@@ -398,6 +425,7 @@ pub(super) fn plan_effect(
             backfilling,
             backfilling - hold.len().min(backfilling) + release.len(),
         ),
+        restore: next.backfill.restores(&release),
         hold,
         release,
         balancer,
@@ -422,6 +450,38 @@ pub(super) fn plan_effect(
         );
     }
     planned(effect)
+}
+
+/// When PGs the lever cannot hold keep more than N backfilling, which and why, once per set:
+/// on-call sees "at most N" with more PGs backfilling, and this says why.
+fn note_unheld(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, p: &Plan, n: usize) {
+    if p.refusal.is_some() || p.backfilling_after <= n || p.refused.is_empty() {
+        return;
+    }
+    let mut refused = p.refused.clone();
+    refused.sort_by_key(|(id, _)| *id);
+    let ids: Vec<String> = refused.iter().map(|(id, _)| id.to_string()).collect();
+    let why: Vec<String> = refused
+        .iter()
+        .take(3)
+        .map(|(id, r)| format!("{id} {r}"))
+        .collect();
+    ctx.note_once(
+        next,
+        notes,
+        format!("lever_unheld:{}", ids.join(",")),
+        DecisionEvent::BackfillLimit,
+        || {
+            format!(
+                "{}BACKFILL_LIMIT: N = {n}, but {} PGs backfill: {} of them cannot be held ({}{}); they backfill beside the N",
+                observe_prefix(ctx.policy),
+                p.backfilling_after,
+                p.refused.len(),
+                why.join("; "),
+                if p.refused.len() > 3 { "; ..." } else { "" }
+            )
+        },
+    );
 }
 
 /// The effect with what must be stored before it (a hold, the balancer's state before it is
@@ -465,7 +525,7 @@ fn forget_entries(
 /// it yet, e.g. from a monitor that lags): it stays recorded until a newer map says.
 fn may_forget(next: &EnforcerState, id: &PgId, why: &Forget, epoch: u64) -> bool {
     match (why, next.backfill.held.get(id)) {
-        (Forget::Gone, Some(h)) => epoch > h.epoch,
+        (Forget::Gone | Forget::Restored { .. }, Some(h)) => epoch > h.epoch,
         _ => true,
     }
 }
@@ -514,6 +574,7 @@ pub fn give_back(
     };
     let effect = BackfillEffect {
         hold: Vec::new(),
+        restore: next.backfill.restores(&u.remove),
         release: u.remove,
         balancer,
         fsid: view.map.fsid.clone(),

@@ -741,7 +741,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         use futures_util::future::join_all;
         let mut released = Vec::new();
         for ids in b.release.chunks(UPMAP_AT_ONCE) {
-            released.extend(join_all(ids.iter().map(|id| self.release_one(*id))).await);
+            released.extend(join_all(ids.iter().map(|id| self.release_one(b, *id))).await);
         }
         let mut balancer = Vec::new();
         let mut held = Vec::new();
@@ -786,19 +786,29 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
+    /// Removes our items, or puts back the ones the PG had before the hold.
     async fn release_one(
         &self,
+        b: &effect::BackfillEffect,
         id: crate::ceph::parse::upmap::PgId,
     ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
-        let r = self.actor.rm_pg_upmap_items(id).await;
+        let r = match b.restore.get(&id) {
+            Some(before) => self.actor.pg_upmap_items(id, before).await,
+            None => self.actor.rm_pg_upmap_items(id).await,
+        };
         (id, r.map_err(CommandError::from))
     }
 
+    /// Sets our items; none: the PG's own (someone else's, recorded) are taken off.
     async fn hold_one(
         &self,
         h: &crate::backfill::PlannedHold,
     ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
-        let r = self.actor.pg_upmap_items(h.pgid, &h.items).await;
+        let r = if h.items.is_empty() {
+            self.actor.rm_pg_upmap_items(h.pgid).await
+        } else {
+            self.actor.pg_upmap_items(h.pgid, &h.items).await
+        };
         (h.pgid, r.map_err(CommandError::from))
     }
 

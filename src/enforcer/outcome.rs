@@ -157,14 +157,7 @@ pub fn remember_first(mut state: EnforcerState, effect: &Effect) -> EnforcerStat
         // balancer's state before it is paused.
         Effect::Backfill(b) => {
             for h in &b.hold {
-                state.backfill.hold(
-                    &b.fsid,
-                    h.pgid,
-                    h.items.clone(),
-                    b.epoch,
-                    h.up.clone(),
-                    h.acting.clone(),
-                );
+                h.record_in(&mut state.backfill, &b.fsid, b.epoch);
             }
             if let BalancerStep::Pause {
                 remember: Some(before),
@@ -332,7 +325,8 @@ fn backfill_outcome(
                         released_ok.push(*id);
                     }
                     Err(e) => failures.push(format!(
-                        "ceph osd rm-pg-upmap-items {id}: {e} (still held; tried again next cycle)"
+                        "{}: {e} (still held; tried again next cycle)",
+                        b.release_command(*id)
                     )),
                 }
             }
@@ -346,7 +340,13 @@ fn backfill_outcome(
                         if let Some(h) = after.next.backfill.held.get_mut(id) {
                             h.epoch = 0;
                         }
-                        failures.push(format!("ceph osd pg-upmap-items {id}: {e}"))
+                        let cmd = b
+                            .hold
+                            .iter()
+                            .find(|h| h.pgid == *id)
+                            .map(|h| h.command())
+                            .unwrap_or_else(|| format!("ceph osd pg-upmap-items {id}"));
+                        failures.push(format!("{cmd}: {e}"))
                     }
                 }
             }
@@ -374,14 +374,7 @@ fn backfill_outcome(
                     .iter()
                     .filter(|h| held_ok.contains(&h.pgid))
                     .take(3)
-                    .map(|h| {
-                        format!(
-                            "{} ({}) upmap {}",
-                            h.pgid,
-                            h.state,
-                            crate::ceph::parse::upmap::items_text(&h.items)
-                        )
-                    })
+                    .map(|h| format!("{} ({}) {}", h.pgid, h.state, h.items_words()))
                     .collect();
                 what.push(format!(
                     "held {} PGs ({}) where their data is, mapped back to their acting OSDs (e.g. {})",
@@ -391,8 +384,17 @@ fn backfill_outcome(
                 ));
             }
             if !released_ok.is_empty() {
+                let put_back = released_ok
+                    .iter()
+                    .filter(|id| b.restore.contains_key(id))
+                    .count();
+                let put_back = if put_back > 0 {
+                    format!(", {put_back} with the upmap items they had before put back")
+                } else {
+                    String::new()
+                };
                 what.push(format!(
-                    "released {} PGs ({}): they backfill again",
+                    "released {} PGs ({}{put_back}): they backfill again",
                     released_ok.len(),
                     pg_list(&released_ok)
                 ));
@@ -977,11 +979,7 @@ pub fn by_hand(effect: &Effect) -> Vec<String> {
             flags.iter().map(|f| format!("ceph osd set {f}")).collect()
         }
         Effect::Backfill(b) => {
-            let mut cmds: Vec<String> = b
-                .release
-                .iter()
-                .map(|id| format!("ceph osd rm-pg-upmap-items {id}"))
-                .collect();
+            let mut cmds: Vec<String> = b.release.iter().map(|id| b.release_command(*id)).collect();
             if let BalancerStep::Restore {
                 to,
                 set_mode,
