@@ -248,32 +248,45 @@ fn try_wait(timeout: Duration, what: &str, pred: impl Fn() -> bool) -> bool {
     false
 }
 
-/// Ends the row's recovery and waits for the settings to be back; the settings then (taken
+/// Ends the row's recovery and waits until it is over: the PGs clean, the settings as before
+/// and every instance in `live` reporting `idle` (or `standby`); then the settings (taken
 /// twice, 3 s apart, so that a late change shows).
 /// The client load stops first: the fault is over, and without it the recovery ends in about a
 /// minute whatever rung the enforcer holds.
+/// Why the instances too: the reweight back leaves PGs undersized for a moment, an enforcer that
+/// saw it SUSPENDs and RESTOREs after its settle time, seconds after the PGs are clean (CI's row
+/// 9 judged in that gap once). Rows whose instance is not meant to act (no write caps, no state
+/// storage) pass none.
 fn end_recovery_and_wait_back(
     before: &ClusterSettings,
     load: Load,
     timeout: Duration,
+    live: &[&Instance],
 ) -> ClusterSettings {
     drop(load);
     lab(&["rebalance-stop"]);
     lab(&["wait-clean", "900"]);
     let start = Instant::now();
     loop {
-        let now = settings_now();
-        if now == *before || start.elapsed() > timeout {
-            if now == *before {
-                eprintln!(
-                    "faults: settings back {:.0} s after clean",
-                    start.elapsed().as_secs_f64()
-                );
-            }
-            std::thread::sleep(Duration::from_secs(3));
-            return settings_now();
+        let back = settings_now() == *before;
+        let busy: Vec<&str> = live
+            .iter()
+            .filter(|i| !i.at_rest())
+            .map(|i| i.label.as_str())
+            .collect();
+        if back && busy.is_empty() {
+            eprintln!(
+                "faults: settings back and the enforcers idle {:.0} s after clean",
+                start.elapsed().as_secs_f64()
+            );
+        } else if start.elapsed() > timeout {
+            eprintln!("faults: {timeout:?} after clean: settings back {back}, still busy {busy:?}");
+        } else {
+            std::thread::sleep(Duration::from_secs(2));
+            continue;
         }
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_secs(3));
+        return settings_now();
     }
 }
 
@@ -451,6 +464,37 @@ impl Instance {
     /// Changes it made on the cluster (decisions carried out).
     fn performed(&self) -> usize {
         self.decisions().iter().filter(|d| d.performed).count()
+    }
+
+    /// Its `ceph_recovery_budget_state` is `idle` or `standby`: nothing in hand to undo. A
+    /// killed instance is at rest; one that does not answer is not.
+    fn at_rest(&self) -> bool {
+        if self.ended.is_some() {
+            return true;
+        }
+        self.metrics().is_some_and(|m| {
+            ["idle", "standby"].iter().any(|s| {
+                m.get(&format!("ceph_recovery_budget_state{{state=\"{s}\"}}")) == Some(1.0)
+            })
+        })
+    }
+
+    /// Its decision log with times, for a failed row (CI shows only the test's output).
+    fn timed_log(&self) -> String {
+        let mut out = format!("--- {} (decision log) ---\n", self.label);
+        for v in self
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["target"] == "decision")
+        {
+            out.push_str(&format!(
+                "{} {}\n",
+                v["timestamp"].as_str().unwrap_or("?"),
+                v["message"].as_str().unwrap_or("")
+            ));
+        }
+        out
     }
 
     /// The lease instance name it announced at start.
@@ -705,6 +749,8 @@ struct Report {
     /// Why some scrapes do not count, or what they showed.
     scrape_note: String,
     did: String,
+    /// The instances' decision logs with times, printed when the row fails.
+    logs: String,
     before: ClusterSettings,
     /// At the row's end, the instances still running.
     after: ClusterSettings,
@@ -751,6 +797,10 @@ fn finish(instances: &mut [&mut Instance], checks: &mut Vec<(String, bool)>) -> 
         }
     }
     settings_now()
+}
+
+fn logs(instances: &[&Instance]) -> String {
+    instances.iter().map(|i| i.timed_log()).collect()
 }
 
 fn did(instances: &[&Instance]) -> String {
@@ -802,7 +852,7 @@ fn row_kill_during_pause(n: usize) -> Report {
                 .any(|f| PAUSE_FLAGS.contains(&f.as_str()))
         },
     );
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a2]);
     let scrapes = poller.finish();
     let mut checks = vec![
         (
@@ -823,6 +873,7 @@ fn row_kill_during_pause(n: usize) -> Report {
         scrapes,
         scrape_note: "A not counted once killed; A' from its start".into(),
         did: did(&[&a, &a2]),
+        logs: logs(&[&a, &a2]),
         before,
         after,
         after_exit,
@@ -854,7 +905,7 @@ fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
         &enforce_args(&row.state("B-empty"), &["--enforcer.max-rung", "2"]),
     );
     poller.add(&b);
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&b]);
     let scrapes = poller.finish();
     let read = b
         .messages()
@@ -869,6 +920,7 @@ fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
         scrapes,
         scrape_note: "A not counted once killed; B from its start".into(),
         did: did(&[&a, &b]),
+        logs: logs(&[&a, &b]),
         before,
         after,
         after_exit,
@@ -903,7 +955,7 @@ fn row_two_at_once(n: usize) -> Report {
         .iter()
         .map(|i| i.sum("ceph_recovery_budget_leader", ""))
         .collect();
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a, &b]);
     let scrapes = poller.finish();
     let (na, nb) = (a.performed(), b.performed());
     let mut checks = vec![
@@ -926,6 +978,7 @@ fn row_two_at_once(n: usize) -> Report {
         scrapes,
         scrape_note: format!("both; config changes A {na}, B {nb}"),
         did: did(&[&a, &b]),
+        logs: logs(&[&a, &b]),
         before,
         after,
         after_exit,
@@ -962,7 +1015,7 @@ fn row_leader_killed(n: usize) -> Report {
         .messages()
         .iter()
         .any(|m| m.starts_with("LEASE_ACQUIRED") && !a_name.is_empty() && m.contains(&a_name));
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&b]);
     let scrapes = poller.finish();
     let mut checks = vec![
         ("B stood by while A led".to_string(), standby),
@@ -984,6 +1037,7 @@ fn row_leader_killed(n: usize) -> Report {
         scrapes,
         scrape_note: format!("A not counted once killed; B took over {took_after:.0} s after it"),
         did: did(&[&a, &b]),
+        logs: logs(&[&a, &b]),
         before,
         after,
         after_exit,
@@ -1004,7 +1058,7 @@ fn row_mon_stopped(n: usize) -> Report {
     lab(&["mon-stop"]);
     std::thread::sleep(Duration::from_secs(60));
     lab(&["mon-start"]);
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
     let scrapes = poller.finish();
     let mut checks = vec![
         (
@@ -1024,6 +1078,7 @@ fn row_mon_stopped(n: usize) -> Report {
         scrapes,
         scrape_note: format!("collector_up 0 in {}", scrapes.status_down),
         did: did(&[&a]),
+        logs: logs(&[&a]),
         before,
         after,
         after_exit,
@@ -1046,7 +1101,7 @@ fn row_osd_killed(n: usize) -> Report {
         configured("osd_mclock_profile").as_deref() == Some("high_recovery_ops")
     });
     lab(&["osd-start", "2"]);
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
     let scrapes = poller.finish();
     let mut checks = vec![(
         "high_recovery_ops while PGs were undersized (SUSPEND)".to_string(),
@@ -1057,6 +1112,7 @@ fn row_osd_killed(n: usize) -> Report {
         scrapes,
         scrape_note: String::new(),
         did: did(&[&a]),
+        logs: logs(&[&a]),
         before,
         after,
         after_exit,
@@ -1112,7 +1168,7 @@ fn row_no_write_caps(n: usize) -> Report {
         denied(&a) > 0
     });
     let same = unchanged_for(&before, Duration::from_secs(15));
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60), &[]);
     let scrapes = poller.finish();
     let lines = denied(&a);
     let mut checks = vec![
@@ -1128,6 +1184,7 @@ fn row_no_write_caps(n: usize) -> Report {
         scrapes,
         scrape_note: String::new(),
         did: did(&[&a]),
+        logs: logs(&[&a]),
         before,
         after,
         after_exit,
@@ -1177,7 +1234,7 @@ fn row_state_refused(n: usize) -> Report {
         a.log_text().contains("cannot store the enforcer state")
     });
     let same = unchanged_for(&before, Duration::from_secs(20));
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(60), &[]);
     let scrapes = poller.finish();
     let leader = a.sum("ceph_recovery_budget_leader", "");
     let mut checks = vec![
@@ -1190,6 +1247,7 @@ fn row_state_refused(n: usize) -> Report {
         scrapes,
         scrape_note: String::new(),
         did: format!("{} (leader metric {leader})", did(&[&a])),
+        logs: logs(&[&a]),
         before,
         after,
         after_exit,
@@ -1230,7 +1288,7 @@ fn wrapper_row(
     std::fs::write(&fault, "").expect("fault on");
     std::thread::sleep(window);
     let _ = std::fs::remove_file(&fault);
-    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
     let scrapes = poller.finish();
     let mut checks = check(&a);
     let after_exit = finish(&mut [&mut a], &mut checks);
@@ -1238,6 +1296,7 @@ fn wrapper_row(
         scrapes,
         scrape_note: note.to_string(),
         did: did(&[&a]),
+        logs: logs(&[&a]),
         before,
         after,
         after_exit,
@@ -1412,6 +1471,14 @@ fn judge(n: usize, fault: &str, r: Report, seconds: u64) -> Line {
         .map(|(w, _)| w.as_str())
         .collect();
     let pass = problems.is_empty();
+    if !pass {
+        // stdout: what CI keeps of a failed test.
+        println!(
+            "\nrow {n} failed ({}); the instances' decisions:\n{}",
+            problems.join("; "),
+            r.logs
+        );
+    }
     Line {
         n,
         fault: fault.to_string(),
