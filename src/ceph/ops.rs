@@ -256,9 +256,24 @@ pub async fn upmap_view<C: Client>(client: &C) -> Result<UpmapView, OpsError> {
     .await
 }
 
+/// The PG's upmap items become `items`; none removes its entry. One call for the backfill
+/// lever's holds and releases, which set either (ours, or the items a PG had before the hold)
+/// or none (a hold that takes someone's items off, a release of ours alone).
+pub async fn pg_upmap_items_replace<C: Client>(
+    client: &C,
+    pgid: PgId,
+    items: &[UpmapItem],
+) -> Result<(), OpsError> {
+    if items.is_empty() {
+        pg_upmap_items_rm(client, pgid).await
+    } else {
+        pg_upmap_items_set(client, pgid, items).await
+    }
+}
+
 /// `ceph osd pg-upmap-items PGID FROM TO [FROM TO ...]`: replaces the PG's items (all of them)
 /// with `items`. Refused by Ceph (EPERM) while require_min_compat_client is below luminous.
-pub async fn pg_upmap_items_set<C: Client>(
+async fn pg_upmap_items_set<C: Client>(
     client: &C,
     pgid: PgId,
     items: &[UpmapItem],
@@ -272,7 +287,7 @@ pub async fn pg_upmap_items_set<C: Client>(
 }
 
 /// `ceph osd rm-pg-upmap-items PGID`: removes all of the PG's items (exit 0 when it had none).
-pub async fn pg_upmap_items_rm<C: Client>(client: &C, pgid: PgId) -> Result<(), OpsError> {
+async fn pg_upmap_items_rm<C: Client>(client: &C, pgid: PgId) -> Result<(), OpsError> {
     let id = pgid.to_string();
     run_args(client, &["osd", "rm-pg-upmap-items", &id])
         .await
@@ -421,9 +436,10 @@ mod tests {
         client.set(&set, Reply::ok(""));
         let pgid: PgId = "3.1e".parse().unwrap();
         let items = [UpmapItem { from: 1, to: 3 }, UpmapItem { from: 0, to: 2 }];
-        pg_upmap_items_set(&client, pgid, &items).await.unwrap();
+        pg_upmap_items_replace(&client, pgid, &items).await.unwrap();
+        // No items: the entry removed (a FakeClient answers only the commands set).
         client.set(&cmd(&["osd", "rm-pg-upmap-items", "3.1e"]), Reply::ok(""));
-        pg_upmap_items_rm(&client, pgid).await.unwrap();
+        pg_upmap_items_replace(&client, pgid, &[]).await.unwrap();
         for words in [
             &["balancer", "off"][..],
             &["balancer", "on"],
@@ -488,7 +504,7 @@ mod tests {
                 &fixture_str("upmap/64-jewel.ceph_osd_pg-upmap-items_2.b_1_3.txt.err"),
             ),
         );
-        let e = pg_upmap_items_set(&client, pgid, &items)
+        let e = pg_upmap_items_replace(&client, pgid, &items)
             .await
             .unwrap_err()
             .to_string();
@@ -502,7 +518,9 @@ mod tests {
                 &fixture_str("upmap/50-refuse.ceph_osd_rm-pg-upmap-items_9.0_no_pool.txt.err"),
             ),
         );
-        let e = pg_upmap_items_rm(&client, missing).await.unwrap_err();
+        let e = pg_upmap_items_replace(&client, missing, &[])
+            .await
+            .unwrap_err();
         assert_eq!(e.reason(), "exit_status");
         assert!(e.to_string().contains("pg 9.0 does not exist"), "{e}");
     }

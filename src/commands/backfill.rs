@@ -256,12 +256,7 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
                 unhold(&mut record, std::slice::from_ref(h), &common.record)?;
                 continue;
             }
-            let done = if h.items.is_empty() {
-                ops::pg_upmap_items_rm(&client, h.pgid).await
-            } else {
-                ops::pg_upmap_items_set(&client, h.pgid, &h.items).await
-            };
-            match done {
+            match ops::pg_upmap_items_replace(&client, h.pgid, &h.items).await {
                 Ok(()) => report.say(line),
                 // Left in the record: the next run finds it absent and forgets it.
                 Err(e) => report.fail(format!("FAILED {line}: {e}")),
@@ -389,12 +384,7 @@ async fn release_each(
             report.say(format!("{}{line}", would(false)));
             continue;
         }
-        let done = if restore.is_empty() {
-            ops::pg_upmap_items_rm(client, *id).await
-        } else {
-            ops::pg_upmap_items_set(client, *id, &restore).await
-        };
-        match done {
+        match ops::pg_upmap_items_replace(client, *id, &restore).await {
             Ok(()) => {
                 record.released(*id, unix_now());
                 save(record, &common.record)?;

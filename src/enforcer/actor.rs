@@ -41,14 +41,13 @@ pub trait Actor: Send + Sync + 'static {
     fn upmap_view(&self) -> impl Future<Output = Result<UpmapView, OpsError>> + Send;
     /// `ceph balancer status`
     fn balancer_status(&self) -> impl Future<Output = Result<BalancerStatus, OpsError>> + Send;
-    /// `ceph osd pg-upmap-items PGID FROM TO ...`
-    fn pg_upmap_items(
+    /// `ceph osd pg-upmap-items PGID FROM TO ...`, or `ceph osd rm-pg-upmap-items PGID` when
+    /// `items` is empty.
+    fn set_pg_upmap_items(
         &self,
         pgid: PgId,
         items: &[UpmapItem],
     ) -> impl Future<Output = Result<(), OpsError>> + Send;
-    /// `ceph osd rm-pg-upmap-items PGID`
-    fn rm_pg_upmap_items(&self, pgid: PgId) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph balancer on|off`
     fn balancer_active(&self, on: bool) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph balancer mode MODE`
@@ -118,12 +117,8 @@ impl<C: Client> Actor for CephActor<C> {
         ops::balancer_status(&self.client).await
     }
 
-    async fn pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
-        ops::pg_upmap_items_set(&self.client, pgid, items).await
-    }
-
-    async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
-        ops::pg_upmap_items_rm(&self.client, pgid).await
+    async fn set_pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
+        ops::pg_upmap_items_replace(&self.client, pgid, items).await
     }
 
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
@@ -434,15 +429,20 @@ impl Actor for FakeActor {
             .ok_or_else(|| injected("balancer status"))
     }
 
-    async fn pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
-        let what = format!(
-            "osd pg-upmap-items {pgid} {}",
-            items
-                .iter()
-                .map(|i| format!("{} {}", i.from, i.to))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+    async fn set_pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
+        // Logged as the command Ceph gets (ops::pg_upmap_items_replace).
+        let what = if items.is_empty() {
+            format!("osd rm-pg-upmap-items {pgid}")
+        } else {
+            format!(
+                "osd pg-upmap-items {pgid} {}",
+                items
+                    .iter()
+                    .map(|i| format!("{} {}", i.from, i.to))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        };
         self.log(what.clone());
         self.upmap_commit().await;
         if let Some(e) = self.refusal(&what) {
@@ -452,19 +452,6 @@ impl Actor for FakeActor {
             return Err(injected(&what));
         }
         self.with_upmap(&what, |u| u.set_items(pgid, items))
-    }
-
-    async fn rm_pg_upmap_items(&self, pgid: PgId) -> Result<(), OpsError> {
-        let what = format!("osd rm-pg-upmap-items {pgid}");
-        self.log(what.clone());
-        self.upmap_commit().await;
-        if let Some(e) = self.refusal(&what) {
-            return Err(e);
-        }
-        if self.should_fail() {
-            return Err(injected(&what));
-        }
-        self.with_upmap(&what, |u| u.set_items(pgid, &[]))
     }
 
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {

@@ -792,10 +792,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         b: &effect::BackfillEffect,
         id: crate::ceph::parse::upmap::PgId,
     ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
-        let r = match b.restore.get(&id) {
-            Some(before) => self.actor.pg_upmap_items(id, before).await,
-            None => self.actor.rm_pg_upmap_items(id).await,
-        };
+        let before = b.restore.get(&id).map_or(&[][..], Vec::as_slice);
+        let r = self.actor.set_pg_upmap_items(id, before).await;
         (id, r.map_err(CommandError::from))
     }
 
@@ -804,11 +802,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         &self,
         h: &crate::backfill::PlannedHold,
     ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
-        let r = if h.items.is_empty() {
-            self.actor.rm_pg_upmap_items(h.pgid).await
-        } else {
-            self.actor.pg_upmap_items(h.pgid, &h.items).await
-        };
+        let r = self.actor.set_pg_upmap_items(h.pgid, &h.items).await;
         (h.pgid, r.map_err(CommandError::from))
     }
 
