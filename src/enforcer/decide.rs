@@ -277,6 +277,16 @@ pub fn on_exit(
 ) -> (Decision, Vec<LogLine>) {
     const WHEN: &str = "SHUTDOWN";
     let (mut decision, mut lines) = flags::release(policy, state, WHEN, now);
+    // The pause goes with the enforcer (its flags come off above): a stored pause would be
+    // read by the next start as one still running, in another recovery perhaps. The time
+    // paused so far stays counted for this recovery.
+    let ctx = Ctx::new(policy, obs, now);
+    ladder::end_pause(
+        &ctx,
+        &mut decision.next,
+        &mut decision.notes,
+        "the enforcer stopped",
+    );
     let Some(applied) = state.applied.as_ref().filter(|a| !a.simulated) else {
         return (decision, lines);
     };

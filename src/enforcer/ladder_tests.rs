@@ -847,3 +847,41 @@ fn each_rung_in_force_remembers_when_and_on_which_p99_it_was_entered() {
     sim.run(&finished(), 6 * 60);
     assert_eq!(sim.state.ladder.in_force(), None);
 }
+
+/// A SIGTERM while the pause rung holds: the flags come off (`flags::release`) and the pause
+/// ends with the enforcer, its time paused still counted for the recovery. Before, the state
+/// kept the pause, and the next start said "PAUSE ended: recovery finished" about a pause
+/// nobody ran (an `experiment` row read its predecessor's).
+#[test]
+fn a_pause_ends_with_the_enforcer_at_shutdown() {
+    let mut sim = Sim::new(policy());
+    climb_to_pause(&mut sim, 350.0);
+    sim.run(&recovering(350.0), 5 * 60);
+    let paused_before = sim.state.ladder.paused_so_far(sim.now);
+    assert!(paused_before > 0.0);
+    let obs = Observation {
+        configured: sim.configured.clone(),
+        ..recovering(350.0)
+    };
+    let (d, _) = on_exit(&sim.policy, &obs, &sim.state, sim.now);
+    assert!(d.next.ladder.pause.is_none(), "{:?}", d.next.ladder.pause);
+    assert!(d.next.ladder.rung < 4, "rung {}", d.next.ladder.rung);
+    assert_eq!(d.next.ladder.paused_seconds, paused_before);
+    let said: Vec<&str> = d.notes.iter().map(|n| n.message.as_str()).collect();
+    assert!(
+        said.iter()
+            .any(|m| m
+                .starts_with("PAUSE ended: the enforcer stopped; recovery runs unpaused (paused ")),
+        "{said:?}"
+    );
+    // The next start, with the recovery over, has no pause of its predecessor to end.
+    let mut next = Sim::new(policy());
+    next.state = at_start(d.next);
+    next.now = sim.now + 60.0;
+    next.step(finished());
+    assert!(
+        !next.notes.iter().any(|n| n.message.contains("PAUSE ended")),
+        "{:?}",
+        next.notes
+    );
+}
