@@ -430,19 +430,9 @@ impl Actor for FakeActor {
     }
 
     async fn set_pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
-        // Logged as the command Ceph gets (ops::pg_upmap_items_replace).
-        let what = if items.is_empty() {
-            format!("osd rm-pg-upmap-items {pgid}")
-        } else {
-            format!(
-                "osd pg-upmap-items {pgid} {}",
-                items
-                    .iter()
-                    .map(|i| format!("{} {}", i.from, i.to))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        };
+        // Logged as the command Ceph gets (ops::pg_upmap_items_replace), without `ceph `.
+        let command = crate::backfill::record::set_items_command(pgid, items);
+        let what = command.trim_start_matches("ceph ").to_string();
         self.log(what.clone());
         self.upmap_commit().await;
         if let Some(e) = self.refusal(&what) {
