@@ -183,10 +183,14 @@ pub struct BackfillEffect {
 }
 
 impl BackfillEffect {
+    /// The items releasing `id` puts back (none: its entry is removed).
+    pub fn restore_items(&self, id: PgId) -> &[UpmapItem] {
+        self.restore.get(&id).map_or(&[], Vec::as_slice)
+    }
+
     /// The command that releases `id`.
     pub fn release_command(&self, id: PgId) -> String {
-        let none = Vec::new();
-        crate::backfill::record::set_items_command(id, self.restore.get(&id).unwrap_or(&none))
+        crate::backfill::record::set_items_command(id, self.restore_items(id))
     }
 
     /// Nothing for Ceph to do.

@@ -792,8 +792,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         b: &effect::BackfillEffect,
         id: crate::ceph::parse::upmap::PgId,
     ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
-        let before = b.restore.get(&id).map_or(&[][..], Vec::as_slice);
-        let r = self.actor.set_pg_upmap_items(id, before).await;
+        let r = self.actor.set_pg_upmap_items(id, b.restore_items(id)).await;
         (id, r.map_err(CommandError::from))
     }
 
