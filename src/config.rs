@@ -202,6 +202,7 @@ fn resolve_ladder(
     let d = LadderPolicy::default();
     let (max_rung, _) = m.max_rung.get()?;
     let (backfill_lever, _) = m.backfill_lever.get()?;
+    let (ops_per_pg, _) = m.backfill_ops_per_pg.get()?;
     let (settle, s_origin) = m.ladder_settle.get()?;
     // The default follows a longer latency window given alone: a rung is judged by a p99
     // measured entirely while it was held.
@@ -238,6 +239,7 @@ fn resolve_ladder(
     Ok(LadderPolicy {
         max_rung,
         backfill_lever: backfill_lever == crate::enforcer::policy::OnOff::On,
+        ops_per_pg,
         settle: settle.0,
         recovery_limits: recovery_limits.0,
         recovery_sleeps,

@@ -18,7 +18,18 @@
 //!   [`super::pause::forget_after`]).
 //! - At N = 1 and above the aim in every period for the ladder's settle time: the pause
 //!   (rung 4) is next, the N = 1 holds kept.
-//! - Nothing held and p99 low: the lever is no longer needed.
+//! - Nothing held and p99 low: the lever is no longer needed, unless it raised the ops per PG
+//!   (below): then it stays as it is until the recovery ends, so that the last backfills keep
+//!   them.
+//! - The ops per PG (`LeverPolicy::ops_to`, `osd_recovery_max_single_start`) are the first
+//!   raise after the entry: each backfilling PG may start that many recovery ops at once before
+//!   one more PG is released; N then rises with them kept, comes down with them kept, and at
+//!   N = 1 the step down puts the operator's value back before N = 1 is judged for the pause.
+//!   On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with as many
+//!   windows within the bound (docs/experiment.md, "2026-12-03, night"): the cheapest raise
+//!   there is. Entering with them cost 110 s over the bound, so the entry never raises them.
+//!   The levels in order from an entry at N = k: (k, operator's ops) < (k, raised ops) <
+//!   (k + 1, raised ops) < ...; (1, operator's ops) is the lowest.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +59,61 @@ pub struct LeverPolicy {
     pub aim: f64,
     /// Seconds at N = 1 above the bound before the pause is next (the ladder's settle time).
     pub settle: f64,
+    /// The operator's recovery ops per PG (`osd_recovery_max_single_start`, 1 when unset).
+    pub ops_from: u32,
+    /// The ops per PG the lever raises them to once N = 1 holds; not above `ops_from`: no such
+    /// step (N is raised straight to 2).
+    pub ops_to: u32,
+}
+
+impl LeverPolicy {
+    fn ops_step(&self) -> bool {
+        self.ops_to > self.ops_from
+    }
+
+    /// The next level up from (n, fast): the ops per PG first, then N.
+    fn raise(&self, n: usize, fast: bool) -> (usize, bool) {
+        if !fast && self.ops_step() {
+            (n, true)
+        } else {
+            (n + 1, fast)
+        }
+    }
+
+    /// "2" (PGs backfilling at once), "1 with 4 ops per PG" when they are raised.
+    fn level(&self, n: usize, fast: bool) -> String {
+        if fast {
+            format!("{n} with {} ops per PG", self.ops_to)
+        } else {
+            n.to_string()
+        }
+    }
+
+    /// "at most 4 -> 2 PGs backfilling at once", or, when the ops per PG change,
+    /// "recovery ops per backfilling PG 1 -> 4 (osd_recovery_max_single_start; at most 1 PG
+    /// backfilling at once)".
+    pub fn change(&self, from: (usize, bool), to: (usize, bool)) -> String {
+        if from.1 != to.1 && from.0 == to.0 {
+            let ops = |f: bool| if f { self.ops_to } else { self.ops_from };
+            return format!(
+                "recovery ops per backfilling PG {} -> {} ({}; at most {} {} backfilling at once)",
+                ops(from.1),
+                ops(to.1),
+                super::types::RECOVERY_MAX_SINGLE_START,
+                to.0,
+                if to.0 == 1 { "PG" } else { "PGs" }
+            );
+        }
+        let each = if to.1 {
+            format!(" ({} recovery ops each)", self.ops_to)
+        } else {
+            String::new()
+        };
+        format!(
+            "at most {} -> {} PGs backfilling at once{each}",
+            from.0, to.0
+        )
+    }
 }
 
 /// What the lever remembers (persisted with the ladder).
@@ -55,6 +121,10 @@ pub struct LeverPolicy {
 pub struct LeverState {
     /// At most this many PGs backfill at once.
     pub n: usize,
+    /// Each backfilling PG starts `LeverPolicy::ops_to` recovery ops at once (`false`: the
+    /// operator's value).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast: bool,
     /// When the period that judges `n` began.
     pub period_start: Time,
     /// N is never raised above this in this recovery: raising it let p99 back over the aim.
@@ -64,17 +134,22 @@ pub struct LeverState {
     /// (such a ceiling lapses at the next raise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling_until: Option<Time>,
+    /// The ceiling is N = `ceiling` with the ops per PG raised (`false`: with the operator's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ceiling_fast: bool,
     /// Ceilings set in this recovery (each doubles how long the next one lasts).
     #[serde(default, skip_serializing_if = "super::pause::is_zero")]
     pub ceiling_times: u32,
-    /// N before the last raise, while the raise is on trial.
+    /// N before the last raise, while the raise is on trial (the same N: the raise was the ops
+    /// per PG's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_from: Option<usize>,
     /// When the raise on trial was made (absent in states written before it: judged at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_at: Option<Time>,
-    /// Since when N has been 1 with p99 over the aim in every period (the pause comes next once
-    /// that lasts the settle time); `None` once a period at N = 1 ends within the aim.
+    /// Since when N has been 1 (with the operator's ops per PG) with p99 over the aim in every
+    /// period (the pause comes next once that lasts the settle time); `None` once a period at
+    /// N = 1 ends within the aim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_one_since: Option<Time>,
     /// When the run of periods ending below `lower` x the bound began (a raise needs
@@ -135,8 +210,10 @@ impl LeverState {
         let n = n.max(1);
         LeverState {
             n,
+            fast: false,
             period_start: now,
             ceiling: None,
+            ceiling_fast: false,
             ceiling_until: None,
             ceiling_times: 0,
             raised_from: None,
@@ -164,6 +241,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
     let began = next.period_start;
     next.period_start = now;
     let before = next.n;
+    let was = (next.n, next.fast);
     let p99 = |p: f64| crate::units::fmt_ms(p);
     let on_trial = next.raised_from.is_some()
         && next
@@ -185,13 +263,30 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             let over = super::pause::over_what(p, input.bound, policy.aim);
             next.raised_at = None;
             if let Some(prev) = next.raised_from.take() {
+                // A raise that kept N was the ops per PG's: they are what goes back.
+                let prev_fast = next.fast && prev != next.n;
                 next.n = prev;
+                next.fast = prev_fast;
                 next.ceiling = Some(prev);
+                next.ceiling_fast = prev_fast;
                 next.ceiling_times += 1;
                 let hold = super::pause::forget_after(policy.period, next.ceiling_times);
                 next.ceiling_until = Some(now + hold);
+                let (raised, most) = if was.0 == prev {
+                    (
+                        format!("the ops per PG to {}", policy.ops_to),
+                        format!(
+                            "the operator's {} op{} per PG",
+                            policy.ops_from,
+                            if policy.ops_from == 1 { "" } else { "s" }
+                        ),
+                    )
+                } else {
+                    (format!("it to {before}"), prev.to_string())
+                };
                 step.note = Some(format!(
-                    "at most {before} -> {prev} PGs backfilling at once: raising it to {before} let client p99 write back over the {over} ({}), so {prev} is the most for {} ({})",
+                    "{}: raising {raised} let client p99 write back over the {over} ({}), so {most} is the most for {} ({})",
+                    policy.change(was, (prev, prev_fast)),
                     p99(p),
                     crate::units::fmt_window(hold),
                     super::pause::backoff_note(next.ceiling_times)
@@ -206,8 +301,17 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
                 }
                 .max(1);
                 step.note = Some(format!(
-                    "at most {before} -> {} PGs backfilling at once: client p99 write {} still above the {over} ({:.1}x the bound)",
-                    next.n,
+                    "{}: client p99 write {} still above the {over} ({:.1}x the bound)",
+                    policy.change(was, (next.n, next.fast)),
+                    p99(p),
+                    p / input.bound
+                ));
+            } else if next.fast {
+                // N = 1 with the ops per PG raised: the operator's ops first, then the pause.
+                next.fast = false;
+                step.note = Some(format!(
+                    "{}: client p99 write {} still above the {over} ({:.1}x the bound)",
+                    policy.change(was, (next.n, next.fast)),
                     p99(p),
                     p / input.bound
                 ));
@@ -221,7 +325,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
         }
         Some(p) if p < input.bound * policy.lower => {
             step.held = Some(next.n);
-            if input.held == 0 {
+            if input.held == 0 && !next.fast {
                 step.note = Some(format!(
                     "no longer needed: no PG held and client p99 write {} below {:.0}% of the bound {}",
                     p99(p),
@@ -230,27 +334,46 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
                 ));
                 return step;
             }
-            let lapsed = next.ceiling.is_some_and(|c| next.n >= c)
-                && next.ceiling_until.is_none_or(|t| now >= t);
-            if low_long_enough && (next.ceiling.is_none_or(|c| next.n < c) || lapsed) {
+            let ceiling = next.ceiling.map(|c| (c, next.ceiling_fast));
+            let lapsed =
+                ceiling.is_some_and(|c| was >= c) && next.ceiling_until.is_none_or(|t| now >= t);
+            // Nothing held but the ops per PG raised: the lever stays, N and the ops as they
+            // are, until the recovery ends (RESTORE puts them back) or p99 says otherwise. On
+            // the lab the lever ended with the last release and the backfills left ran their
+            // last minutes at one op per PG again.
+            if low_long_enough && input.held > 0 && (ceiling.is_none_or(|c| was < c) || lapsed) {
                 if lapsed {
                     next.ceiling = None;
+                    next.ceiling_fast = false;
                     next.ceiling_until = None;
                 }
+                let to = policy.raise(next.n, next.fast);
                 next.raised_from = Some(next.n);
                 next.low_since = None;
                 next.raised_at = Some(now);
-                next.n += 1;
+                (next.n, next.fast) = to;
+                let how = if to.0 == was.0 {
+                    format!(
+                        "each backfilling PG now starts up to {} recovery ops at once, before more PGs are released",
+                        policy.ops_to
+                    )
+                } else {
+                    "released one more at a time".to_string()
+                };
                 step.note = Some(format!(
-                    "at most {before} -> {} PGs backfilling at once: client p99 write {} below {:.0}% of the bound {} for {} windows in a row; {} PGs still held, released one more at a time{}",
-                    next.n,
+                    "{}: client p99 write {} below {:.0}% of the bound {} for {} windows in a row; {} PGs still held, {how}{}",
+                    policy.change(was, to),
                     p99(p),
                     policy.lower * 100.0,
                     p99(input.bound),
                     LOW_PERIODS,
                     input.held,
                     if lapsed {
-                        format!(" (the most of {before} has lapsed: {} is tried again)", next.n)
+                        format!(
+                            " (the most of {} has lapsed: {} is tried again)",
+                            policy.level(was.0, was.1),
+                            policy.level(to.0, to.1)
+                        )
                     } else {
                         String::new()
                     }
@@ -261,14 +384,20 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             // No client writes: nothing to protect, recovery gets its PGs back.
             next.raised_from = None;
             next.raised_at = None;
-            if input.held == 0 {
+            if input.held == 0 && !next.fast {
                 step.note = Some("no longer needed: no PG held and no client writes".to_string());
                 return step;
             }
-            next.n += 1;
+            if input.held == 0 {
+                step.next = Some(next);
+                return step;
+            }
+            let to = policy.raise(next.n, next.fast);
+            (next.n, next.fast) = to;
             step.note = Some(format!(
-                "at most {before} -> {} PGs backfilling at once: no client writes to protect; {} PGs still held",
-                next.n, input.held
+                "{}: no client writes to protect; {} PGs still held",
+                policy.change(was, to),
+                input.held
             ));
         }
         Some(_) => {
@@ -282,7 +411,7 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
     // The settle time at N = 1 counts periods over the aim with none within it between: on the
     // lab, one window over the aim after five minutes at N = 1 within it called in the pause.
     let over = input.p99.is_some_and(|p| p > input.bound * policy.aim);
-    if next.n == 1 && over {
+    if next.n == 1 && !next.fast && over {
         next.at_one_since.get_or_insert(now);
     } else {
         next.at_one_since = None;
@@ -303,7 +432,14 @@ mod tests {
             lower: 0.7,
             aim: 1.0,
             settle: 60.0,
+            ops_from: 1,
+            ops_to: 1,
         }
+    }
+
+    /// With the ops-per-PG step (1 -> 4, Pacific's default and the lab's).
+    fn lp_ops() -> LeverPolicy {
+        LeverPolicy { ops_to: 4, ..lp() }
     }
 
     fn input(now: Time, p99_ms: Option<f64>, held: usize) -> LeverInput {
@@ -597,6 +733,147 @@ mod tests {
         // No writes but PGs held: released one more each period.
         let st = lever_step(&lp(), &s, &input(60.0, None, 2));
         assert_eq!(st.next.unwrap().n, 4);
+    }
+
+    /// An entry at N = 3: the first raise is the ops per PG's, the next one more PG.
+    #[test]
+    fn the_first_raise_after_an_entry_above_1_is_the_ops_per_pg() {
+        let p = lp_ops();
+        let n = low_periods(&p, LeverState::start(3, 0.0), [60.0, 120.0], 12);
+        let st = lever_step(&p, &n, &input(180.0, Some(50.0), 12));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.fast, n.raised_from), (3, true, Some(3)));
+        assert!(st.note.unwrap().starts_with("recovery ops per backfilling PG 1 -> 4 (osd_recovery_max_single_start; at most 3 PGs backfilling at once): "));
+        // Over the aim within its trial: back to the operator's ops, which are the most for a
+        // while at N = 3.
+        let n = lever_step(&p, &n, &input(240.0, Some(120.0), 12))
+            .next
+            .unwrap();
+        assert_eq!(
+            (n.n, n.fast, n.ceiling, n.ceiling_fast),
+            (3, false, Some(3), false)
+        );
+    }
+
+    /// The levels with the ops-per-PG step: (1, operator's) < (1, raised) < (2, raised) < ...
+    #[test]
+    fn the_ops_per_pg_are_the_step_between_n_1_and_n_2_both_ways() {
+        let p = lp_ops();
+        // Three low periods at N = 1: the ops per PG are raised, N stays.
+        let n = low_periods(&p, LeverState::start(1, 0.0), [60.0, 120.0], 12);
+        let st = lever_step(&p, &n, &input(180.0, Some(50.0), 12));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.fast, n.raised_from), (1, true, Some(1)));
+        assert!(st.note.unwrap().starts_with("recovery ops per backfilling PG 1 -> 4 (osd_recovery_max_single_start; at most 1 PG backfilling at once): "));
+        // Confirmed (within the aim after the trial), three low periods more: N = 2, ops kept.
+        let n = lever_step(&p, &n, &input(240.0, Some(80.0), 12))
+            .next
+            .unwrap();
+        let n = lever_step(&p, &n, &input(300.0, Some(80.0), 12))
+            .next
+            .unwrap();
+        let n = lever_step(&p, &n, &input(360.0, Some(80.0), 12))
+            .next
+            .unwrap();
+        assert_eq!(n.raised_from, None);
+        let n = low_periods(&p, n, [420.0, 480.0], 12);
+        let st = lever_step(&p, &n, &input(540.0, Some(50.0), 12));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.fast), (2, true));
+        assert!(st
+            .note
+            .unwrap()
+            .starts_with("at most 1 -> 2 PGs backfilling at once (4 recovery ops each): "));
+        // Over the bound: N back to 1 with the ops kept; over again: the operator's ops back,
+        // with no pause called for; only then does N = 1 count its settle time.
+        let n = lever_step(&p, &n, &input(600.0, Some(90.0), 12))
+            .next
+            .unwrap();
+        let n = lever_step(&p, &n, &input(660.0, Some(90.0), 12))
+            .next
+            .unwrap();
+        let n = lever_step(&p, &n, &input(720.0, Some(150.0), 12))
+            .next
+            .unwrap();
+        assert_eq!((n.n, n.fast, n.at_one_since), (1, true, None));
+        let st = lever_step(&p, &n, &input(780.0, Some(150.0), 12));
+        assert!(!st.escalate);
+        assert!(st.note.unwrap().starts_with("recovery ops per backfilling PG 4 -> 1 (osd_recovery_max_single_start; at most 1 PG backfilling at once): client p99 write 150 ms still above the bound"));
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.fast, n.at_one_since), (1, false, Some(780.0)));
+        assert!(lever_step(&p, &n, &input(840.0, Some(150.0), 12)).escalate);
+    }
+
+    #[test]
+    fn a_raise_of_the_ops_that_hurt_makes_the_operators_ops_the_most_for_a_while() {
+        let p = lp_ops();
+        let n = low_periods(&p, LeverState::start(1, 0.0), [60.0, 120.0], 12);
+        let n = lever_step(&p, &n, &input(180.0, Some(50.0), 12))
+            .next
+            .unwrap();
+        let n = lever_step(&p, &n, &input(240.0, Some(120.0), 12))
+            .next
+            .unwrap();
+        assert_eq!(
+            (n.n, n.fast, n.ceiling, n.ceiling_fast, n.ceiling_until),
+            (1, false, Some(1), false, Some(600.0))
+        );
+        // Low for long enough, not raised while the ceiling lasts; tried again once it lapsed.
+        let n = low_periods(&p, n, [300.0, 360.0, 420.0, 480.0, 540.0], 12);
+        assert!(!n.fast);
+        let st = lever_step(&p, &n, &input(600.0, Some(50.0), 12));
+        assert!(st
+            .note
+            .unwrap()
+            .ends_with("(the most of 1 has lapsed: 1 with 4 ops per PG is tried again)"));
+        assert!(st.next.unwrap().fast);
+        // A ceiling at N = 1 with the ops raised stops N = 2, not the ops.
+        let mut s = LeverState::start(1, 0.0);
+        s.fast = true;
+        s.ceiling = Some(1);
+        s.ceiling_fast = true;
+        s.ceiling_until = Some(1e9);
+        let n = low_periods(&p, s, [60.0, 120.0, 180.0, 240.0], 12);
+        assert_eq!((n.n, n.fast), (1, true));
+    }
+
+    /// Without the step (the operator's ops already as high, or `--enforcer.backfill-ops-per-pg
+    /// 1`), N goes from 1 to 2 as before; an entry never raises the ops.
+    #[test]
+    fn without_the_ops_step_n_1_is_raised_to_2_and_the_entry_keeps_the_operators_ops() {
+        let p = LeverPolicy {
+            ops_from: 4,
+            ops_to: 4,
+            ..lp()
+        };
+        let n = low_periods(&p, LeverState::start(1, 0.0), [60.0, 120.0], 12);
+        let n = lever_step(&p, &n, &input(180.0, Some(50.0), 12))
+            .next
+            .unwrap();
+        assert_eq!((n.n, n.fast), (2, false));
+        assert!(!LeverState::start(3, 0.0).fast);
+        // A state written before the step reads as the operator's ops.
+        let old = r#"{"n":1,"period_start":0.0,"ceiling":1}"#;
+        let s: LeverState = serde_json::from_str(old).unwrap();
+        assert_eq!((s.fast, s.ceiling_fast), (false, false));
+    }
+
+    /// The lab (2026-12-03, run D): the lever ended with its last release, the ops per PG went
+    /// back to 1 and the last backfills took minutes more at one op each.
+    #[test]
+    fn with_the_ops_raised_the_lever_stays_once_nothing_is_held() {
+        let mut s = LeverState::start(2, 0.0);
+        s.fast = true;
+        let n = low_periods(&lp_ops(), s.clone(), [60.0, 120.0], 0);
+        let st = lever_step(&lp_ops(), &n, &input(180.0, Some(50.0), 0));
+        assert_eq!(st.note, None);
+        let n = st.next.unwrap();
+        assert_eq!((n.n, n.fast), (2, true), "no raise with nothing to release");
+        let st = lever_step(&lp_ops(), &s, &input(60.0, None, 0));
+        assert_eq!(st.next.map(|n| (n.n, n.fast)), Some((2, true)));
+        // p99 over: N comes down (PGs are held again) as ever.
+        let st = lever_step(&lp_ops(), &n, &input(240.0, Some(150.0), 0));
+        assert_eq!(st.next.map(|n| (n.n, n.fast)), Some((1, true)));
     }
 
     #[test]

@@ -313,7 +313,7 @@ pub fn on_exit(
     let (rung2, rest): (Vec<Change>, Vec<Change>) = changes_back(state, obs)
         .into_iter()
         .filter(|c| needed(c))
-        .partition(|c| ladder::rung2_keys().contains(&c.key.as_str()));
+        .partition(|c| ladder::above_rung1_keys().contains(&c.key.as_str()));
     let step = |kind, changes, reason: String| Planned {
         effect: Effect::Config(Action {
             kind,
@@ -354,7 +354,7 @@ pub fn on_exit(
             let held = applied
                 .values
                 .keys()
-                .filter(|k| !ladder::rung2_keys().contains(&k.as_str()))
+                .filter(|k| !ladder::above_rung1_keys().contains(&k.as_str()))
                 .cloned()
                 .collect::<Vec<_>>();
             let mut changes = rung2;
@@ -795,7 +795,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                         )]);
                         let mut changes = changes_to(&values, obs);
                         // A recovery limit of rung 2 goes too: recovery first.
-                        changes.extend(ladder::rung2_back(state, obs, &values));
+                        changes.extend(ladder::above_rung1_back(state, obs, &values));
                         want = Some(Want::new(
                             ActionKind::Suspend,
                             changes,
@@ -928,6 +928,10 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             if let (None, Some(b), true) = (&want, bound, state.ladder.rung >= 1) {
                 want = ladder::climb(policy, &ctx, state, &mut next, &mut notes, b);
             }
+            // The backfill lever's ops per PG follow its level (and go back once it ends).
+            if want.is_none() {
+                want = super::lever::ops_want(&ctx, &next);
+            }
         }
     }
 
@@ -1046,7 +1050,7 @@ fn to_action(
         // operator's values back is never held by the limits: they exist to stop the enforcer
         // flapping the cluster, and a restore ends its changes.
         let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
-        let wait = if kind.gives_back() {
+        let wait = if kind.gives_back() || to_originals(next, &changes) {
             0.0
         } else {
             limit_wait_reserving(policy, next, now, reserve)
@@ -1074,7 +1078,10 @@ fn to_action(
         for c in &a.changes {
             if matches!(
                 a.kind,
-                ActionKind::Throttle | ActionKind::Suspend | ActionKind::Escalate
+                ActionKind::Throttle
+                    | ActionKind::Suspend
+                    | ActionKind::Escalate
+                    | ActionKind::Descend
             ) && !next.original.contains_key(&c.key)
             {
                 next.original.insert(c.key.clone(), c.from.clone());
@@ -1082,6 +1089,18 @@ fn to_action(
         }
     }
     action
+}
+
+/// Every change puts back the operator's value the state recorded (the backfill lever's ops
+/// per PG coming down, say): a give-back, never held by the change limits nor counted.
+pub(super) fn to_originals(state: &EnforcerState, changes: &[Change]) -> bool {
+    !changes.is_empty()
+        && changes.iter().all(|c| {
+            state
+                .original
+                .get(&c.key)
+                .is_some_and(|o| same_setting(o, &c.to))
+        })
 }
 
 /// Without recovery, a client p99 (of recent writes) above the bound for `for` means the

@@ -21,8 +21,8 @@ use crate::units::{fmt_ms, fmt_secs};
 type DecisionNotes = Vec<DecisionRecord>;
 
 pub use super::types::{
-    rung2_keys, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE,
-    RECOVERY_SLEEP,
+    above_rung1_keys, rung2_keys, same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM,
+    MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
 };
 /// A rung whose p99 is this much above the p99 that led to it made things worse.
 const WORSE: f64 = 1.2;
@@ -132,16 +132,6 @@ pub(super) fn judge_watches(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut
                 crate::units::fmt_window(window),
             ),
         ));
-    }
-}
-
-/// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
-/// comparison would read our own wpq lever as someone else's change.
-pub fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
-        _ => false,
     }
 }
 
@@ -310,7 +300,9 @@ pub fn describe(policy: &Policy) -> String {
         ));
     }
     if l.max_rung >= 3 {
-        rungs.push(if l.backfill_lever {
+        rungs.push(if l.backfill_lever && l.ops_per_pg > 1 {
+            format!("3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items; {} recovery ops per PG before N is raised)", l.ops_per_pg)
+        } else if l.backfill_lever {
             "3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items)"
                 .to_string()
         } else {
@@ -890,12 +882,13 @@ fn enter_pause(
 fn down_to_rung1(policy: &Policy, state: &EnforcerState, obs: &Observation) -> Vec<Change> {
     let rung1 = throttle_values(policy, obs).unwrap_or_default();
     let mut changes = changes_to(&rung1, obs);
-    changes.extend(rung2_back(state, obs, &rung1));
+    changes.extend(above_rung1_back(state, obs, &rung1));
     changes
 }
 
-/// The rung-2 keys the enforcer holds (but those in `set`), each back to the operator's value.
-pub(super) fn rung2_back(
+/// The keys above rung 1 the enforcer holds (rung 2's, the backfill lever's ops per PG), but
+/// those in `set`, each back to the operator's value.
+pub(super) fn above_rung1_back(
     state: &EnforcerState,
     obs: &Observation,
     set: &BTreeMap<String, String>,
@@ -903,7 +896,7 @@ pub(super) fn rung2_back(
     let Some(applied) = &state.applied else {
         return Vec::new();
     };
-    rung2_keys()
+    above_rung1_keys()
         .into_iter()
         .filter(|key| applied.values.contains_key(*key) && !set.contains_key(*key))
         .map(|key| Change {

@@ -10,11 +10,12 @@
 
 use super::backfill_limit::{entry_n, lever_step, LeverInput, LeverPolicy, LeverState, LEVER_RUNG};
 use super::ctx::{observe_prefix, watch, Ctx};
-use super::effect::{BackfillEffect, Effect, Planned};
+use super::effect::{BackfillEffect, Effect, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
-use super::state::{EnforcerState, Held};
+use super::state::{ActionKind, EnforcerState, Held};
+use super::types::{Change, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan};
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
@@ -33,13 +34,110 @@ pub fn lever_name(n: Option<usize>) -> String {
     }
 }
 
-pub(super) fn lever_policy(policy: &Policy) -> LeverPolicy {
+pub(super) fn lever_policy(policy: &Policy, (ops_from, ops_to): (u32, u32)) -> LeverPolicy {
     LeverPolicy {
         period: policy.latency_window.as_secs_f64(),
         lower: policy.ladder.descend_below,
         aim: policy.ladder.aim,
         settle: policy.ladder.settle.as_secs_f64(),
+        ops_from,
+        ops_to,
     }
+}
+
+/// The operator's recovery ops per PG (what the state recorded before the enforcer changed
+/// them, else what the config database says; unset is Pacific's 1) and the lever's. When the
+/// operator's are not known this cycle, or not a number, or already as high: no step up (the
+/// pair is equal), though ops already raised still come down.
+fn ops(ctx: &Ctx<'_>, next: &EnforcerState, fast: bool) -> (u32, u32) {
+    let key = RECOVERY_MAX_SINGLE_START;
+    let to = ctx.policy.ladder.ops_per_pg;
+    let operator = match next.original.get(key) {
+        Some(orig) => Some(orig.clone()),
+        None if ctx.obs.configured_known => Some(ctx.obs.configured.get(key).cloned().flatten()),
+        None => None,
+    };
+    let from = match operator {
+        Some(None) => Some(SINGLE_START_DEFAULT),
+        Some(Some(v)) => v.trim().parse::<u32>().ok(),
+        None => None,
+    };
+    match from {
+        Some(from) => (from, to),
+        None if fast => (SINGLE_START_DEFAULT, to),
+        None => (to, to),
+    }
+}
+
+/// The config change that makes `osd_recovery_max_single_start` follow the lever: its raised
+/// value while the lever's level has it (`LeverState::fast`), the operator's back once it does
+/// not (the lever stepped down, ended or gave way to the pause). Reconciled each cycle from
+/// what the config database says, so a change deferred by the change limits or failed is
+/// asked for again, and the way back needs no memory of its own: the operator's value is in
+/// `original` from the first raise. `None`: as wanted already, or not known this cycle.
+pub(super) fn ops_want(ctx: &Ctx<'_>, next: &EnforcerState) -> Option<Want> {
+    let key = RECOVERY_MAX_SINGLE_START;
+    let obs = ctx.obs;
+    if !obs.configured_known {
+        return None;
+    }
+    let lever = next.ladder.lever.as_ref();
+    let fast = lever.is_some_and(|l| l.fast);
+    // In observe mode nothing was set: what the enforcer would hold stands for the cluster.
+    let now_v = match next.applied.as_ref() {
+        Some(a) if a.simulated => a
+            .values
+            .get(key)
+            .cloned()
+            .or_else(|| obs.configured.get(key).cloned().flatten()),
+        _ => obs.configured.get(key).cloned().flatten(),
+    };
+    let (want_v, kind, why) = if fast {
+        let n = lever.map_or(1, |l| l.n);
+        (
+            Some(ctx.policy.ladder.ops_per_pg.to_string()),
+            // More recovery: a step down the ladder.
+            ActionKind::Descend,
+            format!(
+                "{}: each backfilling PG may start {} recovery ops at once (the BACKFILL_LIMIT line above says why)",
+                lever_name(Some(n)),
+                ctx.policy.ladder.ops_per_pg
+            ),
+        )
+    } else {
+        let orig = next.original.get(key)?.clone();
+        match lever {
+            // Less recovery: a step up the ladder.
+            Some(l) => (
+                orig,
+                ActionKind::Escalate,
+                format!(
+                    "{}: the recovery ops per PG back to the operator's (the BACKFILL_LIMIT line above says why)",
+                    lever_name(Some(l.n))
+                ),
+            ),
+            // The lever's way out, as the release of its holds.
+            None => (
+                orig,
+                ActionKind::Descend,
+                "the backfill lever no longer in force: the recovery ops per PG back to the operator's".to_string(),
+            ),
+        }
+    };
+    if super::types::same_setting(&now_v, &want_v) {
+        return None;
+    }
+    let mut w = Want::new(
+        kind,
+        vec![Change {
+            key: key.to_string(),
+            from: now_v,
+            to: want_v,
+        }],
+        why,
+    );
+    w.rung = Some((next.ladder.rung, next.ladder.step));
+    Some(w)
 }
 
 /// The N that held the bound in the last recovery that needed the lever.
@@ -198,8 +296,9 @@ pub(super) fn at_rung(
         Err(_) => return AtRung::Stay,
     }
     // The last recovery of this cluster needed the pause: N = 1 gets no settle time.
-    if let (1, Some(p99), Some(h)) = (
+    if let (1, false, Some(p99), Some(h)) = (
         ls.n,
+        ls.fast,
         ctx.obs.p99.filter(|p| *p > bound),
         next.memory
             .held
@@ -216,8 +315,9 @@ pub(super) fn at_rung(
         ));
     }
     let held = held_count(ctx, next, ls.n);
+    let lp = lever_policy(policy, ops(ctx, next, ls.fast));
     let step = lever_step(
-        &lever_policy(policy),
+        &lp,
         &ls,
         &LeverInput {
             now,
@@ -251,10 +351,13 @@ pub(super) fn at_rung(
                     DecisionEvent::BackfillLimit,
                     format!("{}BACKFILL_LIMIT {note}", observe_prefix(policy)),
                 ));
-                if n.n != ls.n {
+                if (n.n, n.fast) != (ls.n, ls.fast) {
                     watch(
                         next,
-                        format!("BACKFILL_LIMIT at most {} -> {} PGs backfilling", ls.n, n.n),
+                        format!(
+                            "BACKFILL_LIMIT {}",
+                            lp.change((ls.n, ls.fast), (n.n, n.fast))
+                        ),
                         now,
                         ctx.obs.p99,
                     );

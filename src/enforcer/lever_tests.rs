@@ -56,6 +56,8 @@ struct LeverSim {
     /// A released PG peers (no backfill word in `pg dump`) until the test says otherwise, as
     /// on the lab for a few seconds.
     peer_first: bool,
+    /// The config database's `osd` section, as `config set` / `config rm` leave it.
+    config: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl LeverSim {
@@ -71,6 +73,7 @@ impl LeverSim {
             undersized: 0,
             refuse: false,
             peer_first: false,
+            config: Default::default(),
         }
     }
 
@@ -96,6 +99,7 @@ impl LeverSim {
             undersized_pgs: self.undersized,
             osd_profiles: osds("high_client_ops"),
             backfill: Some(Ok(self.view())),
+            configured: self.config.clone(),
             ..Observation::quiet()
         }
     }
@@ -229,7 +233,16 @@ impl LeverSim {
                     unset: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),
                 }
             }
-            Effect::Config(_) => Outcome::done(),
+            Effect::Config(a) => {
+                for c in &a.changes {
+                    self.commands.push(match &c.to {
+                        Some(v) => format!("config set osd {} {v}", c.key),
+                        None => format!("config rm osd {}", c.key),
+                    });
+                    self.config.insert(c.key.clone(), c.to.clone());
+                }
+                Outcome::done()
+            }
         }
     }
 
@@ -1035,4 +1048,182 @@ fn a_slot_that_opens_while_p99_is_over_the_aim_waits_until_it_is_back_under() {
     sim.run_for(15, Some(25.0));
     assert_eq!(sim.n(), Some(9));
     assert_eq!((sim.held(), sim.backfilling()), (held - 1, 9));
+}
+
+const SINGLE_START: &str = super::types::RECOVERY_MAX_SINGLE_START;
+
+impl LeverSim {
+    fn fast(&self) -> bool {
+        self.state.ladder.lever.as_ref().is_some_and(|l| l.fast)
+    }
+
+    fn single_start(&self) -> Option<String> {
+        self.config.get(SINGLE_START).cloned().flatten()
+    }
+
+    /// From rung 3 at N = 1, p99 low (15 ms against the bound's 32) until the ops per PG are
+    /// raised.
+    fn raise_ops_at_n_1(&mut self) {
+        to_the_lever(self, 150.0);
+        assert_eq!(self.n(), Some(1));
+        let from = self.now;
+        while !self.fast() && self.now < from + 600.0 {
+            self.run_for(15, Some(15.0));
+        }
+        assert!(self.fast(), "{:?}", self.state.ladder.lever);
+    }
+}
+
+/// The lab (2026-12-03, night): at N = 1, four recovery ops per PG recovered twice as fast as
+/// one, with as many windows within the bound. Once N = 1 holds, the raise from it is the ops
+/// per PG's (`osd_recovery_max_single_start`, the operator's value recorded first), not a
+/// second PG; a raise that lets p99 back over puts the operator's value back, and that is no
+/// change counted against the limits.
+#[test]
+fn at_n_1_the_first_raise_is_the_ops_per_pg_and_one_that_hurt_puts_the_operators_back() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 150.0);
+    let held = sim.held();
+    sim.raise_ops_at_n_1();
+    assert_eq!(sim.n(), Some(1));
+    assert_eq!(sim.held(), held, "the ops' raise releases no PG");
+    assert_eq!(sim.single_start().as_deref(), Some("4"));
+    assert_eq!(
+        sim.state.original.get(SINGLE_START),
+        Some(&None),
+        "the operator's value (unset) is recorded"
+    );
+    let lim = messages_of(&sim, "BACKFILL_LIMIT");
+    assert!(
+        lim.last().unwrap().starts_with("BACKFILL_LIMIT recovery ops per backfilling PG 1 -> 4 (osd_recovery_max_single_start; at most 1 PG backfilling at once): client p99 write 15.0 ms below 70% of the bound 32.0 ms for 3 windows in a row; "),
+        "{lim:?}"
+    );
+    let descend = messages_of(&sim, "DESCEND");
+    assert!(
+        descend.iter().any(|d| d.starts_with("DESCEND osd_recovery_max_single_start (unset) -> 4: rung 3 (backfill lever: at most 1 PGs backfilling at once): each backfilling PG may start 4 recovery ops at once")),
+        "{descend:?}"
+    );
+    // Over the bound within the raise's trial: the operator's value back, no change counted.
+    let changes = sim.state.changes.len();
+    sim.run_for(75, Some(60.0));
+    let lever = sim.state.ladder.lever.clone().unwrap();
+    assert_eq!(
+        (lever.n, lever.fast, lever.ceiling, lever.ceiling_fast),
+        (1, false, Some(1), false)
+    );
+    assert_eq!(sim.single_start(), None);
+    assert_eq!(
+        sim.commands.last().map(String::as_str),
+        Some("config rm osd osd_recovery_max_single_start")
+    );
+    assert_eq!(
+        sim.state.changes.len(),
+        changes,
+        "a give-back is not counted"
+    );
+    assert!(
+        messages_of(&sim, "BACKFILL_LIMIT").last().unwrap().contains("recovery ops per backfilling PG 4 -> 1 (osd_recovery_max_single_start; at most 1 PG backfilling at once): raising the ops per PG to 4 let client p99 write back over the bound 32.0 ms (60.0 ms), so the operator's 1 op per PG is the most for 6m"),
+        "{:?}",
+        messages_of(&sim, "BACKFILL_LIMIT")
+    );
+    // The ceiling holds the operator's ops for its time: low again, not raised meanwhile.
+    sim.run_for(300, Some(15.0));
+    assert!(!sim.fast());
+    assert_eq!(sim.single_start(), None);
+}
+
+#[test]
+fn the_ops_per_pg_stay_raised_as_n_rises_and_go_back_when_redundancy_is_at_risk() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    // Within the aim through the trial (confirmed), then low: N = 2 with the raised ops.
+    sim.run_for(240, Some(25.0));
+    let from = sim.now;
+    while sim.n() == Some(1) && sim.now < from + 600.0 {
+        sim.run_for(15, Some(15.0));
+    }
+    assert_eq!((sim.n(), sim.fast()), (Some(2), true));
+    assert!(
+        messages_of(&sim, "BACKFILL_LIMIT")
+            .last()
+            .unwrap()
+            .starts_with(
+                "BACKFILL_LIMIT at most 1 -> 2 PGs backfilling at once (4 recovery ops each): "
+            ),
+        "{:?}",
+        messages_of(&sim, "BACKFILL_LIMIT")
+    );
+    assert_eq!(sim.single_start().as_deref(), Some("4"));
+    // An undersized PG: SUSPEND puts the ops back with everything else.
+    sim.undersized = 1;
+    sim.run_for(15, Some(60.0));
+    let suspend = messages_of(&sim, "SUSPEND");
+    assert!(
+        suspend
+            .iter()
+            .any(|s| s.contains("osd_recovery_max_single_start 4 -> (unset)")),
+        "{suspend:?}"
+    );
+    assert_eq!(sim.single_start(), None);
+    assert!(sim.state.ladder.lever.is_none());
+}
+
+#[test]
+fn the_ops_per_pg_go_back_when_the_recovery_ends() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    for _ in 0..60 {
+        if let Some(first) = sim.running().first() {
+            sim.cluster.finish(first);
+        }
+        sim.run_for(60, Some(15.0));
+        if sim.state.original.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(sim.single_start(), None);
+    let restore = messages_of(&sim, "RESTORE");
+    assert!(
+        restore.iter().any(|r| r
+            .starts_with("RESTORE osd_recovery_max_single_start 4 -> (unset): recovery finished")),
+        "{restore:?}"
+    );
+}
+
+/// The lever ends while the recovery goes on (here refused: `require_min_compat_client` set
+/// below luminous by someone): the ops per PG go back with it, at once, and uncounted.
+#[test]
+fn the_ops_per_pg_go_back_when_the_lever_ends_during_the_recovery() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    let changes = sim.state.changes.len();
+    sim.cluster.map.require_min_compat_client = "jewel".into();
+    sim.run_for(15, Some(15.0));
+    assert!(sim.state.ladder.lever.is_none());
+    assert_eq!(sim.single_start(), None);
+    let descend = messages_of(&sim, "DESCEND");
+    assert!(
+        descend.iter().any(|e| e.starts_with(
+            "DESCEND osd_recovery_max_single_start 4 -> (unset): the backfill lever no longer in force: the recovery ops per PG back to the operator's"
+        )),
+        "{descend:?}"
+    );
+    assert_eq!(sim.state.changes.len(), changes);
+    assert_eq!(sim.held(), 0, "and every PG it held is released");
+}
+
+/// An operator who runs more ops per PG than the lever's already: no such step, N is raised.
+#[test]
+fn an_operators_ops_per_pg_at_or_above_the_levers_are_left_alone() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.config
+        .insert(SINGLE_START.to_string(), Some("8".to_string()));
+    to_the_lever(&mut sim, 150.0);
+    let from = sim.now;
+    while sim.n() == Some(1) && sim.now < from + 600.0 {
+        sim.run_for(15, Some(15.0));
+    }
+    assert_eq!((sim.n(), sim.fast()), (Some(2), false));
+    assert_eq!(sim.single_start().as_deref(), Some("8"));
+    assert!(!sim.commands.iter().any(|c| c.contains(SINGLE_START)));
 }

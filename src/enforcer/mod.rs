@@ -548,7 +548,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     fn lever_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.policy.wpq_levers.keys().cloned().collect();
         keys.push(ladder::MCLOCK_PROFILE_KEY.to_string());
-        for k in ladder::rung2_keys() {
+        for k in ladder::above_rung1_keys() {
             if !keys.iter().any(|x| x == k) {
                 keys.push(k.to_string());
             }

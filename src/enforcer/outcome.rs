@@ -861,7 +861,10 @@ fn apply_result(
     } else {
         state.retry = None;
         // A restore does not count against the change limits (see `decide::to_action`).
-        if !action.changes.is_empty() && !action.kind.gives_back() {
+        if !action.changes.is_empty()
+            && !action.kind.gives_back()
+            && !super::decide::to_originals(&state, &action.changes)
+        {
             state.changes.push(now);
         }
         state.noted.retain(|n| !n.starts_with("rate_limited:"));

@@ -167,6 +167,11 @@ pub struct LadderPolicy {
     pub max_rung: u8,
     /// Rung 3, the backfill lever: off = skipped (LADDER_SKIP), the pause follows rung 2.
     pub backfill_lever: bool,
+    /// Rung 3's second dimension: the first raise after the entry lets each backfilling PG
+    /// start this many recovery ops at once (`osd_recovery_max_single_start`) before N is
+    /// raised; back to the operator's value before N = 1 is left for the pause. 1, or not above
+    /// the operator's value: no such step.
+    pub ops_per_pg: u32,
     /// How long a rung (or step) is held before its effect is judged, up or down.
     pub settle: Duration,
     /// Rung 2 under mClock: `custom` profile with osd_mclock_scheduler_background_recovery_lim
@@ -190,6 +195,9 @@ impl Default for LadderPolicy {
         Self {
             max_rung: 4,
             backfill_lever: true,
+            // On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with
+            // as many windows within the bound (docs/experiment.md, "2026-12-03, night").
+            ops_per_pg: 4,
             settle: Duration::from_secs(60),
             // Under mClock, Pacific's `custom` profile with a recovery limit made client p99
             // worse in every lab run (docs/enforcer.md, "Defaults"): off unless configured.

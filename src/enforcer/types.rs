@@ -7,6 +7,11 @@ pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_
 pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
 pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
 pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
+/// How many recovery ops a PG starts at once (Pacific's default 1): the backfill lever's second
+/// dimension (`LadderPolicy::ops_per_pg`).
+pub const RECOVERY_MAX_SINGLE_START: &str = "osd_recovery_max_single_start";
+/// Pacific's default for [`RECOVERY_MAX_SINGLE_START`], what an unset key means.
+pub const SINGLE_START_DEFAULT: u32 = 1;
 
 /// Every key rung 2 may set, for reading the config database (here, not in `ladder`, so that
 /// `lever`, which `ladder` imports, can tell whether rung 2 is in force).
@@ -17,6 +22,24 @@ pub fn rung2_keys() -> [&'static str; 4] {
         RECOVERY_SLEEP,
         RECOVERY_MAX_ACTIVE,
     ]
+}
+
+/// Every key above rung 1 the enforcer may hold: rung 2's and the backfill lever's ops per PG.
+/// Each goes back to the operator's value when the rung that set it no longer holds (SUSPEND,
+/// down to rung 1, the lever ended).
+pub fn above_rung1_keys() -> [&'static str; 5] {
+    let [a, b, c, d] = rung2_keys();
+    [a, b, c, d, RECOVERY_MAX_SINGLE_START]
+}
+
+/// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text
+/// comparison would read our own wpq lever as someone else's change.
+pub fn same_setting(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => crate::ceph::parse::config_value::same_value(x, y),
+        _ => false,
+    }
 }
 
 /// Unix time in seconds. Pure code gets it passed in; only the clock adapter reads it.

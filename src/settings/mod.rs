@@ -405,6 +405,15 @@ declare_settings! {
             default(OnOff::from_bool(LadderPolicy::default().backfill_lever) => "on"),
             note: "needs require_min_compat_client luminous or later",
         }
+        backfill_ops_per_pg: u32 {
+            flag: "enforcer.backfill-ops-per-pg",
+            key: "backfill_ops_per_pg",
+            value_name: "N",
+            help: "Rung 3's first raise: once the N PGs backfilling at once hold the bound, each may start this many recovery ops at once (ceph config set osd osd_recovery_max_single_start N) before N is raised; put back to the operator's value before N = 1 is left for the pause and when the lever ends; 1, or not above the operator's value: no such step",
+            default(LadderPolicy::default().ops_per_pg => "4"),
+            check: check_ops_per_pg,
+            note: "1 to 16; counts against the change limits, its way back does not",
+        }
         ladder_settle: HumanDuration {
             flag: "enforcer.ladder-settle",
             key: "ladder_settle",
@@ -684,6 +693,13 @@ fn check_exit_timeout(timeout: &HumanDuration) -> Result<(), String> {
             "exit_timeout {} must be 1s to 5m: long enough for a few ceph commands, short enough for the pod's grace period (default 20s)",
             humantime::format_duration(timeout.0)
         ));
+    }
+    Ok(())
+}
+
+fn check_ops_per_pg(n: &u32) -> Result<(), String> {
+    if !(1..=16).contains(n) {
+        return Err(format!("backfill_ops_per_pg {n} must be 1 (no such step) to 16; the lab measured 4 (twice the recovery of 1 at N = 1, as many windows within the bound)"));
     }
     Ok(())
 }
