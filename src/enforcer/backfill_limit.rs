@@ -315,7 +315,12 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
                     p99(p),
                     p / input.bound
                 ));
-            } else if next.at_one_since.is_some_and(|t| now - t >= policy.settle) {
+            } else if p > input.bound && next.at_one_since.is_some_and(|t| now - t >= policy.settle)
+            {
+                // Only the bound itself calls in the pause: a window between the aim and the
+                // bound at N = 1 is within the policy, and the pause stops every backfill (on
+                // the lab one such window, 101 ms against a bound of 110, paused the recovery
+                // for three and a half minutes at windows no lower than N = 1's).
                 step.escalate = true;
             }
         }
@@ -408,9 +413,9 @@ pub fn lever_step(policy: &LeverPolicy, state: &LeverState, input: &LeverInput) 
             next.raised_at = None;
         }
     }
-    // The settle time at N = 1 counts periods over the aim with none within it between: on the
-    // lab, one window over the aim after five minutes at N = 1 within it called in the pause.
-    let over = input.p99.is_some_and(|p| p > input.bound * policy.aim);
+    // The settle time at N = 1 counts periods over the bound with none within it between: on
+    // the lab, one window over after five minutes at N = 1 within it called in the pause.
+    let over = input.p99.is_some_and(|p| p > input.bound);
     if next.n == 1 && !next.fast && over {
         next.at_one_since.get_or_insert(now);
     } else {
@@ -720,6 +725,35 @@ mod tests {
             .unwrap();
         // Over for the whole settle time: the pause.
         assert!(lever_step(&lp(), &n, &input(540.0, Some(120.0), 6)).escalate);
+    }
+
+    /// Run E (docs/experiment.md, 2026-12-04): at N = 1 one window at 101 ms, within the bound
+    /// of 110 ms but over its aim, called in the pause for three and a half minutes.
+    #[test]
+    fn at_one_windows_between_the_aim_and_the_bound_never_call_the_pause() {
+        let p = LeverPolicy { aim: 0.9, ..lp() };
+        let mut n = LeverState::start(1, 0.0);
+        for t in [60.0, 120.0, 180.0, 240.0] {
+            let st = lever_step(&p, &n, &input(t, Some(95.0), 6));
+            assert!(!st.escalate, "{t}: 95 ms is within the bound of 100 ms");
+            n = st.next.unwrap();
+            assert_eq!((n.n, n.at_one_since), (1, None), "{t}");
+        }
+        // Over the bound itself for the settle time: the pause.
+        let st = lever_step(&p, &n, &input(300.0, Some(105.0), 6));
+        assert!(!st.escalate);
+        n = st.next.unwrap();
+        assert_eq!(n.at_one_since, Some(300.0));
+        let st = lever_step(&p, &n, &input(360.0, Some(95.0), 6));
+        assert!(
+            !st.escalate,
+            "a window within the bound starts the count again"
+        );
+        n = st.next.unwrap();
+        n = lever_step(&p, &n, &input(420.0, Some(105.0), 6))
+            .next
+            .unwrap();
+        assert!(lever_step(&p, &n, &input(480.0, Some(105.0), 6)).escalate);
     }
 
     #[test]

@@ -311,11 +311,16 @@ pub fn describe(policy: &Policy) -> String {
     }
     if l.max_rung >= 4 {
         rungs.push(format!(
-            "4 pause nobackfill+norecover {:.0}%..{:.0}% of each {:.0} s, at most {} per recovery",
+            "4 pause nobackfill+norecover {:.0}%..{:.0}% of each {:.0} s, at most {} per recovery{}",
             l.pause.start_share * 100.0,
             l.pause.max_share * 100.0,
             l.pause.period,
-            fmt_secs(l.pause.max_total)
+            fmt_secs(l.pause.max_total),
+            if l.max_rung >= 3 && l.backfill_lever {
+                " (from rung 3 once N = 1 stays over the bound itself)"
+            } else {
+                ""
+            }
         ));
     }
     format!(
