@@ -432,11 +432,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// The cluster reads `decide` needs besides the snapshot: the OSD map's flags, the OSDs'
     /// versions (only when they decide something) and the configured values of the levers.
     async fn read_cluster(&self, obs: &mut Observation) {
-        let involved = obs.recovery_active()
-            || self.state.applied.is_some()
-            || !self.state.original.is_empty()
-            || !self.state.flags_set.is_empty()
-            || self.state.ladder.pause.is_some();
+        let involved = involved(&self.state, obs);
         if (obs.stale.is_none() && involved) || !self.state.flags_set.is_empty() {
             match self.actor.flags().await {
                 Ok(f) => obs.osd_flags = Some(f),
@@ -1331,6 +1327,21 @@ fn lat_instant(snapshot: &Snapshot, mono: tokio::time::Instant) -> std::time::In
         .map(|l| l.at)
         .unwrap_or(mono)
         .into_std()
+}
+
+/// Whether the enforcer has a stake in this cycle, so that the cluster reads `decide` needs
+/// (flags, versions, configured values) are made: a recovery in Ceph's counts, anything it set,
+/// or PGs its backfill lever holds. Held PGs are clean, so Ceph's counts can show no recovery
+/// for a moment between two backfills: on the lab (2026-12-04, run G) the configured values
+/// went unread in such a cycle, and the lever raised N where the recovery ops per PG were due.
+fn involved(state: &EnforcerState, obs: &Observation) -> bool {
+    obs.recovery_active()
+        || state.applied.is_some()
+        || !state.original.is_empty()
+        || !state.flags_set.is_empty()
+        || state.ladder.pause.is_some()
+        || state.ladder.lever.is_some()
+        || !state.backfill.is_empty()
 }
 
 /// Keys the enforcer may change, for `configured()`.

@@ -1303,3 +1303,25 @@ fn verified_says_how_many_osds_did_not_answer() {
         Some("VERIFIED: all 3 OSDs that answered run high_client_ops (4 in the cluster, 1 down)")
     );
 }
+
+/// Between two backfills the lever's held PGs are clean and Ceph's counts show no recovery;
+/// the cycle still reads the configured values (run G on the lab raised N where the recovery
+/// ops per PG were due, for want of them).
+#[test]
+fn the_lever_in_force_keeps_the_enforcer_reading_the_cluster_without_a_recovery_in_the_counts() {
+    let obs = Observation::quiet();
+    assert!(!obs.recovery_active());
+    let mut state = EnforcerState::default();
+    assert!(!super::involved(&state, &obs), "nothing set, no recovery");
+    state.ladder.lever = Some(super::backfill_limit::LeverState::start(1, 0.0));
+    assert!(super::involved(&state, &obs));
+    let mut state = EnforcerState::default();
+    state.backfill.balancer = Some(crate::ceph::parse::upmap::BalancerStatus {
+        active: true,
+        mode: "upmap".to_string(),
+    });
+    assert!(
+        super::involved(&state, &obs),
+        "the balancer paused by the lever"
+    );
+}
