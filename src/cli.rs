@@ -365,8 +365,21 @@ pub struct ExperimentArgs {
     /// it a long runtime: it is stopped with SIGINT when the row ends. The experiment appends
     /// --status-interval=10 --output-format=json+ (the p99 per 10-s window), so a wrapper must
     /// pass its extra arguments on to fio, e.g. 'scripts/ceph-lab fio-json 100000'
-    #[arg(long = "fio-cmd", value_name = "COMMAND")]
-    pub fio_cmd: String,
+    #[arg(
+        long = "fio-cmd",
+        value_name = "COMMAND",
+        required_unless_present = "from_result"
+    )]
+    pub fio_cmd: Option<String>,
+    /// Run nothing: read a result that `experiment --format json` wrote and print its table
+    /// (or JSON), draw --chart and write --decisions-out from it (a recorded run's chart
+    /// redrawn by this version)
+    #[arg(
+        long = "from-result",
+        value_name = "RESULT.json",
+        conflicts_with_all = ["fio_cmd", "start_recovery", "stop_recovery"]
+    )]
+    pub from_result: Option<PathBuf>,
     /// Command that starts the controlled recovery (run without a shell), once per recovery row
     #[arg(long = "start-recovery", value_name = "COMMAND")]
     pub start_recovery: Option<String>,

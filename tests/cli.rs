@@ -477,6 +477,75 @@ fn experiment_refuses_what_cannot_work_with_exit_2() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A recorded run (docs/records, run F on the lab) redrawn: its table, its decisions and a chart
+/// with the backfill lever's marks, without asking any cluster or running anything.
+#[test]
+fn experiment_from_result_redraws_a_recorded_run_without_running_anything() {
+    let recorded = format!(
+        "{}/docs/records/experiment-2026-12-04-pause-over-bound/result.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = std::env::temp_dir().join(format!("crb-cli-redraw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (chart, decisions) = (dir.join("chart.svg"), dir.join("decisions.json"));
+    let out = bin()
+        .args(["experiment", "--from-result", &recorded, "--chart"])
+        .arg(&chart)
+        .arg("--decisions-out")
+        .arg(&decisions)
+        .args(["--ceph-cmd", "/nonexistent/ceph"])
+        .output()
+        .unwrap();
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let enforced = stdout
+        .lines()
+        .find(|l| l.starts_with("enforced (2x)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        enforced.contains("90.7 ms") && enforced.contains("95% (58/61)"),
+        "{enforced}"
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    for mark in ["ESCALATE rung 3", "ops 1-&gt;4", "N 1-&gt;2", "RESTORE"] {
+        assert!(svg.contains(mark), "{mark}");
+    }
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&decisions).unwrap()).unwrap();
+    assert_eq!(written.as_array().map(Vec::len), Some(31));
+
+    // Not a result: refused with the file named; nothing running beside it.
+    let not = dir.join("not.json");
+    std::fs::write(&not, "{\"rows\": 3}\n").unwrap();
+    let out = bin()
+        .args(["experiment", "--from-result"])
+        .arg(&not)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is not a result of `experiment --format json`") && err.contains("not.json"),
+        "{err}"
+    );
+    let out = bin()
+        .args([
+            "experiment",
+            "--from-result",
+            &recorded,
+            "--fio-cmd",
+            "fio x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Two commands on one tuning record at once: the second is refused, says who holds it, and
 /// touches neither the record nor the cluster (it stops before any ceph call).
 #[test]

@@ -21,6 +21,17 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e:#}");
         Ok(ExitCode::from(2))
     };
+    if let Some(path) = &args.from_result {
+        let result = match read_result(path) {
+            Ok(r) => r,
+            Err(e) => return refused(&e),
+        };
+        output(&args, &result)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(fio_cmd) = &args.fio_cmd else {
+        return refused(&"--fio-cmd is required (or --from-result to redraw a recorded run)");
+    };
     let serve_words = match split_command("--serve-args", &args.serve_args) {
         Ok(w) => w,
         Err(_) if args.serve_args.trim().is_empty() => Vec::new(),
@@ -31,7 +42,7 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = (|| -> anyhow::Result<ex::ExperimentPlan> {
         let plan = ex::ExperimentPlan {
-            fio: split_command("--fio-cmd", &args.fio_cmd)?,
+            fio: split_command("--fio-cmd", fio_cmd)?,
             start_recovery: optional_command("--start-recovery", &args.start_recovery)?,
             stop_recovery: optional_command("--stop-recovery", &args.stop_recovery)?,
             rows: ex::parse_rows(&args.rows).map_err(anyhow::Error::msg)?,
@@ -79,6 +90,28 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
+    output(&args, &result)?;
+    Ok(ExitCode::from(result.exit_code()))
+}
+
+/// A result that `--format json` wrote.
+fn read_result(path: &std::path::Path) -> anyhow::Result<tuning::experiment::ExperimentResult> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--from-result: reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--from-result: {} is not a result of `experiment --format json`",
+            path.display()
+        )
+    })
+}
+
+/// The decisions file, the chart and the table (or JSON) of a result.
+fn output(
+    args: &ExperimentArgs,
+    result: &tuning::experiment::ExperimentResult,
+) -> anyhow::Result<()> {
+    use tuning::experiment as ex;
     if let Some(path) = &args.decisions_out {
         if result.enforcer.is_some() {
             let json = serde_json::to_string_pretty(&result.decisions)
@@ -94,7 +127,7 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.chart {
-        ceph_recovery_budget::atomic_file::write(path, ex::chart::svg(&result).as_bytes())
+        ceph_recovery_budget::atomic_file::write(path, ex::chart::svg(result).as_bytes())
             .with_context(|| format!("writing the chart to {}", path.display()))?;
         eprintln!(
             "chart of the client's p99 per window written to {}",
@@ -103,9 +136,9 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
     }
     match args.format {
         StatusFormat::Json => print_out(
-            &(serde_json::to_string_pretty(&result).context("encoding the result")? + "\n"),
+            &(serde_json::to_string_pretty(result).context("encoding the result")? + "\n"),
         ),
-        StatusFormat::Text => print_out(&ex::render(&result)),
+        StatusFormat::Text => print_out(&ex::render(result)),
     }
-    Ok(ExitCode::from(result.exit_code()))
+    Ok(())
 }

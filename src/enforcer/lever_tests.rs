@@ -353,6 +353,13 @@ fn a_breach_enters_rung_3_at_an_n_from_how_far_p99_is_over_and_holds_the_rest() 
             && line[0].ends_with("9 PGs backfill now, 10 held by the enforcer"),
         "{line:?}"
     );
+    // The log says it was carried out (the experiment's chart and a reader of /decisions tell
+    // the cluster's changes from notes by it).
+    assert!(sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "BACKFILL")
+        .all(|n| n.performed));
     // No config change and no change counted for any of it.
     assert!(sim.state.changes.is_empty());
 }
@@ -675,6 +682,10 @@ fn observe_mode_changes_nothing_and_says_what_it_would_have_held() {
     assert!(messages_of(&sim, "ESCALATE")
         .iter()
         .all(|e| e.starts_with("(observe mode) would: ESCALATE")));
+    assert!(
+        sim.notes.iter().all(|n| !n.performed),
+        "nothing carried out"
+    );
     // Said again only when what it would do changes (N halved each period), not every cycle.
     assert_eq!(lines.len(), 3, "{lines:?}");
 }

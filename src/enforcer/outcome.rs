@@ -403,16 +403,20 @@ fn backfill_outcome(
                 what.extend(bal);
             }
             if !what.is_empty() {
-                after.records.push(ctx.record(
-                    DecisionEvent::Backfill,
-                    format!(
-                        "BACKFILL: {prefix}{}: {}; {} PGs backfill now, {} held by the enforcer",
-                        what.join(", "),
-                        b.why,
-                        b.backfilling.1,
-                        held_now(&after.next)
-                    ),
-                ));
+                // Carried out on the cluster (its failures, if any, in the FAILED line below).
+                after.records.push(DecisionRecord {
+                    performed: true,
+                    ..ctx.record(
+                        DecisionEvent::Backfill,
+                        format!(
+                            "BACKFILL: {prefix}{}: {}; {} PGs backfill now, {} held by the enforcer",
+                            what.join(", "),
+                            b.why,
+                            b.backfilling.1,
+                            held_now(&after.next)
+                        ),
+                    )
+                });
             }
             if !failures.is_empty() {
                 after.failed = true;

@@ -31,7 +31,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -468,7 +468,7 @@ pub struct EnforcerEnd {
     pub unrestored: BTreeMap<String, Option<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentRow {
     /// As given to `--rows`.
     pub row: String,
@@ -503,7 +503,7 @@ pub struct ExperimentRow {
 }
 
 /// The enforced row's view of the enforcer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnforcerSummary {
     /// The highest `ceph_recovery_budget_ladder_rung` seen during the row.
     pub top_rung: u8,
@@ -513,7 +513,7 @@ pub struct EnforcerSummary {
     pub idle_after_recovery: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentResult {
     pub baseline_p99_seconds: Option<f64>,
     pub multiplier: f64,

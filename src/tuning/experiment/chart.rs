@@ -36,9 +36,11 @@ const MARK_COLOUR: &str = "#6a1b9a";
 const GRID_COLOUR: &str = "#e0e0e0";
 const NOTE_COLOUR: &str = "#666666";
 
-/// The enforcer's decisions that change something on the cluster (a rung, the pause, the
-/// operator's values back).
-const MARKED: [&str; 11] = [
+/// The enforcer's decisions that change something on the cluster (a rung, the backfill lever's
+/// level, the pause, the operator's values back). The lever's own releases and holds
+/// (`BACKFILL`) are not marked: they follow its level, one every minute or so, and would bury
+/// the changes that say why.
+const MARKED: [&str; 10] = [
     "THROTTLE",
     "ESCALATE",
     "DESCEND",
@@ -49,8 +51,13 @@ const MARKED: [&str; 11] = [
     "SUSPEND",
     "RESUME",
     "BLIND",
-    "BACKFILL",
 ];
+
+/// Decisions whose record is a note (`performed: false` in enforce mode too) because what
+/// carries them out is a record of its own: an ESCALATE to the lever or the pause (its holds
+/// or its first PAUSE follow), a change of the lever's level (its holds, releases or the ops
+/// per PG follow).
+const DECIDED_IN_NOTES: [&str; 2] = ["ESCALATE", "BACKFILL_LIMIT"];
 
 /// Each row's colour: the enforced row black and thickest, the baseline grey.
 fn colour(row: &str) -> (&'static str, f64) {
@@ -83,8 +90,10 @@ pub fn marks(decisions: &[Value], fio_started_at: f64) -> Vec<Mark> {
         .iter()
         .filter_map(|d| {
             let event = d.get("event")?.as_str()?;
+            let performed = d.get("performed").and_then(Value::as_bool) != Some(false);
+            let enforced = d.get("mode").and_then(Value::as_str) != Some("observe");
             if !MARKED.contains(&event)
-                || d.get("performed").and_then(Value::as_bool) == Some(false)
+                || !(performed || enforced && DECIDED_IN_NOTES.contains(&event))
             {
                 return None;
             }
@@ -99,15 +108,50 @@ pub fn marks(decisions: &[Value], fio_started_at: f64) -> Vec<Mark> {
                 .to_string();
             Some(Mark {
                 at,
-                label: mark_label(event, &message),
+                label: mark_label(event, &message)?,
                 message,
             })
         })
         .collect()
 }
 
-/// The event, with where it went when its message says: `ESCALATE rung 3`, `PAUSE 40%`.
-fn mark_label(event: &str, message: &str) -> String {
+/// The event, with where it went when its message says: `ESCALATE rung 3`, `PAUSE 40%`,
+/// `N 1->2` and `ops 1->4` for the lever's level. `None`: a BACKFILL_LIMIT line that changes
+/// nothing (a release waiting, a PG no longer held).
+fn mark_label(event: &str, message: &str) -> Option<String> {
+    if event == "BACKFILL_LIMIT" {
+        return lever_label(message);
+    }
+    Some(event_label(event, message))
+}
+
+/// `N 1->2` (at most 1 -> 2 PGs backfilling at once), `ops 1->4` (the recovery ops per PG),
+/// `lever ended`, `lever + PAUSE` (the lever joining the pause).
+fn lever_label(message: &str) -> Option<String> {
+    let pair = |key: &str| {
+        let rest = &message[message.find(key)? + key.len()..];
+        let num = |s: &str| -> Option<(String, usize)> {
+            let n: String = s.chars().take_while(char::is_ascii_digit).collect();
+            let len = n.len();
+            (!n.is_empty()).then_some((n, len))
+        };
+        let (from, len) = num(rest)?;
+        let rest = rest[len..].strip_prefix(" -> ")?;
+        let (to, _) = num(rest)?;
+        Some(format!("{from}->{to}"))
+    };
+    if message.contains("BACKFILL_LIMIT ended") {
+        Some("lever ended".to_string())
+    } else if message.contains("joins the pause") {
+        Some("lever + PAUSE".to_string())
+    } else if let Some(p) = pair("recovery ops per backfilling PG ") {
+        Some(format!("ops {p}"))
+    } else {
+        pair("at most ").map(|p| format!("N {p}"))
+    }
+}
+
+fn event_label(event: &str, message: &str) -> String {
     let after = |key: &str| {
         message
             .find(key)

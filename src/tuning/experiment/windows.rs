@@ -2,7 +2,7 @@
 //! windows within it, the worst window, and how long the enforcer took to bring a breach back.
 //! Pure functions over the windows fio reported (see [`crate::fio::write_windows`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fio::WriteWindow;
 use crate::units::{fmt_ms, fmt_secs};
@@ -11,7 +11,7 @@ use crate::units::{fmt_ms, fmt_secs};
 pub const BACK_WITHIN: usize = 3;
 
 /// One window of a row, its times from fio's start.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RowWindow {
     pub start_seconds: f64,
     pub end_seconds: f64,

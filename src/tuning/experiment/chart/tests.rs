@@ -321,3 +321,64 @@ fn log_axis_spans_the_data_from_and_to_a_1_2_5_tick() {
     assert_eq!(time_step(22.4), 5.0);
     assert_eq!(time_step(185.0), 30.0);
 }
+
+/// Run F's decision log (docs/records, the lab on 2026-12-04): the lever's entry and each
+/// change of its level are marked, though their records are notes (what carries them out is
+/// its own record); its releases, and a line that changes nothing, are not.
+#[test]
+fn the_backfill_levers_entry_and_levels_are_marked_from_a_real_log() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/records/experiment-2026-12-04-pause-over-bound/decisions.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let log: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let started = log[0]["time"].as_f64().unwrap();
+    let labels: Vec<String> = marks(&log, started).into_iter().map(|m| m.label).collect();
+    assert_eq!(
+        labels,
+        vec![
+            "ESCALATE rung 3",
+            "ops 1->4",
+            "DESCEND",
+            "N 1->2",
+            "RESTORE"
+        ]
+    );
+    // The same in observe mode: nothing was done, nothing is marked but what says it was.
+    let observed: Vec<Value> = log
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d["mode"] = json!("observe");
+            d["performed"] = json!(false);
+            d
+        })
+        .collect();
+    assert!(marks(&observed, started).is_empty());
+}
+
+#[test]
+fn the_levers_lines_are_labelled_by_what_they_change() {
+    let label = |m: &str| mark_label("BACKFILL_LIMIT", m);
+    assert_eq!(
+        label("BACKFILL_LIMIT at most 3 -> 2 PGs backfilling at once (4 recovery ops each): raising it to 3 let client p99 write back over the aim").as_deref(),
+        Some("N 3->2")
+    );
+    assert_eq!(
+        label("BACKFILL_LIMIT recovery ops per backfilling PG 4 -> 1 (osd_recovery_max_single_start; at most 1 PG backfilling at once): client p99 write 137 ms").as_deref(),
+        Some("ops 4->1")
+    );
+    assert_eq!(
+        label("BACKFILL_LIMIT ended: redundancy at risk (1 PGs undersized): recovery first; every PG it holds is released").as_deref(),
+        Some("lever ended")
+    );
+    assert_eq!(
+        label("BACKFILL_LIMIT: N = 2 has room, but releases wait while client p99 write 114 ms is above the aim 102 ms: N is judged first"),
+        None
+    );
+    assert_eq!(
+        label("BACKFILL_LIMIT: 2.1 is no longer held by the enforcer: its upmap entry is gone"),
+        None
+    );
+}
