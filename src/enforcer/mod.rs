@@ -1341,7 +1341,7 @@ fn involved(state: &EnforcerState, obs: &Observation) -> bool {
         || !state.flags_set.is_empty()
         || state.ladder.pause.is_some()
         || state.ladder.lever.is_some()
-        || !state.backfill.is_empty()
+        || state.lever_holds()
 }
 
 /// Keys the enforcer may change, for `configured()`.
