@@ -336,12 +336,17 @@ pub(super) fn at_rung(
     }
     if step.escalate {
         let p99 = ctx.obs.p99.unwrap_or(0.0);
+        // Say what it means for this cluster: on-call reads why recovery is now paused, and
+        // that no setting of the lever would have held the bound (on the lab, a bound of
+        // 98 ms at 2x a 49-ms baseline sat at one PG's cost).
         return AtRung::Escalate(format!(
-            "{} left {} > {} for {} at N = 1",
+            "{} left {} > {} for {} at N = 1 with {} recovery op{} per PG, the least backfill the lever runs: on this cluster even one backfilling PG costs clients more than the bound allows, so the pause shares out the time",
             lever_name(Some(1)),
             ctx.p99(p99),
             super::pause::over_what(p99, bound, policy.ladder.aim),
-            crate::units::fmt_secs(now - ls.at_one_since.unwrap_or(now))
+            crate::units::fmt_secs(now - ls.at_one_since.unwrap_or(now)),
+            lp.ops_from,
+            if lp.ops_from == 1 { "" } else { "s" }
         ));
     }
     match step.next {

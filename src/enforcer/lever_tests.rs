@@ -517,7 +517,7 @@ fn at_n_1_still_over_the_bound_after_the_settle_time_the_pause_follows_with_the_
     let esc = messages_of(&sim, "ESCALATE");
     assert!(
         esc.last().unwrap().starts_with("ESCALATE: rung 3 (backfill lever: at most 1 PGs backfilling at once) left client p99 write 200 ms over the last 1m > bound 32.0 ms for ")
-            && esc.last().unwrap().contains("escalating to rung 4 (pause nobackfill+norecover")
+            && esc.last().unwrap().contains(" at N = 1 with 1 recovery op per PG, the least backfill the lever runs: on this cluster even one backfilling PG costs clients more than the bound allows, so the pause shares out the time; escalating to rung 4 (pause nobackfill+norecover")
             && esc.last().unwrap().ends_with("; the backfill lever's holds stay (at most 1 PGs backfilling at once)"),
         "{esc:?}"
     );
