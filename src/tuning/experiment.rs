@@ -588,6 +588,8 @@ struct Watched {
     paused_seconds: Option<f64>,
     /// PGs the enforcer's backfill lever held at the last poll.
     held: u64,
+    /// The enforcer's own p99 at each poll: (Unix seconds, p99 seconds).
+    enforcer_p99: Vec<(f64, f64)>,
 }
 
 /// A row from what was measured. Pure.
@@ -661,6 +663,9 @@ fn build_row(
                     }
                 }
                 row.windows = w;
+                if let Some(seen) = watched {
+                    windows::attach_enforcer_p99(&mut row.windows, start, &seen.enforcer_p99);
+                }
             } else {
                 row.windows_missing = Some("fio printed no report".to_string());
             }
@@ -1479,6 +1484,11 @@ async fn poll_metrics<E: RunningEnforcer>(child: &E, path: &str, watched: &mut W
         if let Some(p) = metric_value(&text, "ceph_recovery_budget_paused_seconds") {
             watched.paused_seconds = Some(p);
         }
+        // Wall-clock, as fio stamps its windows: the two are matched by Unix time.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        if let (Some(p), Ok(now)) = (metric_value(&text, "ceph_recovery_budget_p99_seconds"), now) {
+            watched.enforcer_p99.push((now.as_secs_f64(), p));
+        }
     }
 }
 
@@ -1648,6 +1658,9 @@ pub fn render(result: &ExperimentResult) -> String {
     out
 }
 
+/// The label of the enforcer's own per-window p99 line.
+const ENFORCER_SEEN: &str = "enforcer saw";
+
 /// The per-window lines under the table: each row's window p99s in ms, why a row has none, and
 /// the enforced row's reaction.
 fn windows_text(result: &ExperimentResult) -> String {
@@ -1657,6 +1670,13 @@ fn windows_text(result: &ExperimentResult) -> String {
         .rows
         .iter()
         .map(|r| r.label.chars().count())
+        .chain(
+            result
+                .rows
+                .iter()
+                .any(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()))
+                .then(|| ENFORCER_SEEN.chars().count()),
+        )
         .max()
         .unwrap_or(0);
     let with_windows: Vec<&ExperimentRow> = result
@@ -1669,11 +1689,22 @@ fn windows_text(result: &ExperimentResult) -> String {
             "client write p99 per {}-s window, in ms (! over the bound, - no write completed):\n",
             result.window_seconds
         ));
-        for r in with_windows {
+        for r in &with_windows {
             out.push_str(&format!(
                 "  {:<width$}  {}\n",
                 r.label,
                 windows::sparkline(&r.windows, bound)
+            ));
+        }
+        // Beside the client's, what the enforcer judged by: where they differ it acted on its own.
+        for r in with_windows
+            .iter()
+            .filter(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()))
+        {
+            out.push_str(&format!(
+                "  {:<width$}  {}\n  (the enforcer's own p99 as it read it last in each window: the OSDs' write-latency histogram over its latency window; - not read)\n",
+                ENFORCER_SEEN,
+                windows::enforcer_sparkline(&r.windows, bound)
             ));
         }
     }

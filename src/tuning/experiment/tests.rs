@@ -1383,3 +1383,83 @@ fn the_json_has_each_window_with_null_for_no_p99() {
     assert_eq!(v["reaction_seconds"], 2.001);
     assert_eq!(v["windows_missing"], serde_json::Value::Null);
 }
+
+/// The enforcer's own p99, read at each poll, goes beside fio's in the window it was read in,
+/// in the JSON and under the table: run I on the lab had fio's windows over the bound while
+/// the enforcer's were not, and only this line shows it.
+#[test]
+fn the_enforcers_own_p99_is_shown_beside_the_clients_per_window() {
+    use crate::ceph::parse::test_support::fixture_str;
+    let fio = fixture_str("fio/local_status_interval_2s_sigint.jsonplus.out");
+    let plain = build_row(
+        RowKind::Enforced,
+        2.0,
+        Some(0.005),
+        Duration::from_secs(2),
+        Ok(fio.clone()),
+        None,
+        None,
+    );
+    let start = plain.fio_started_at.unwrap();
+    let seen = Watched {
+        // Two reads in window 2 (4.098-6.099 s: the last counts), one in window 3, none
+        // after; one before fio started belongs to no window.
+        enforcer_p99: vec![
+            (start - 1.0, 0.5),
+            (start + 4.5, 0.004),
+            (start + 6.0, 0.0125),
+            (start + 7.0, 0.008),
+        ],
+        ..Watched::default()
+    };
+    let row = build_row(
+        RowKind::Enforced,
+        2.0,
+        Some(0.005),
+        Duration::from_secs(2),
+        Ok(fio),
+        Some(&seen),
+        None,
+    );
+    let v = serde_json::to_value(&row).unwrap();
+    assert_eq!(
+        v["windows"][2],
+        serde_json::json!({"start_seconds": 4.098, "end_seconds": 6.099, "writes": 346, "p99_seconds": 0.019791872, "enforcer_p99_seconds": 0.0125})
+    );
+    assert_eq!(v["windows"][3]["enforcer_p99_seconds"], 0.008);
+    assert!(v["windows"][0].get("enforcer_p99_seconds").is_none());
+    // A recorded result without the field reads back (older records, --from-result).
+    let back: ExperimentRow =
+        serde_json::from_value(serde_json::to_value(&plain).unwrap()).unwrap();
+    assert!(back
+        .windows
+        .iter()
+        .all(|w| w.enforcer_p99_seconds.is_none()));
+
+    let result = |row: ExperimentRow| ExperimentResult {
+        baseline_p99_seconds: Some(0.005),
+        multiplier: 2.0,
+        window_seconds: 2.0,
+        bound_seconds: Some(0.01),
+        rows: vec![row],
+        enforcer: None,
+        decisions: vec![],
+        notes: vec![],
+        restored: vec![],
+        not_restored: vec![],
+        complete: true,
+        interrupted: false,
+    };
+    let windows = row.windows.len();
+    let text = render(&result(row));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("  enforcer saw "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = line["  enforcer saw ".len()..].split_whitespace().collect();
+    assert_eq!(cells.len(), windows, "{text}");
+    assert_eq!(&cells[..4], ["-", "-", "!12", "8.0"], "{text}");
+    assert!(text.contains("the enforcer's own p99 as it read it last in each window"));
+    // Without reads there is no such line.
+    assert!(!render(&result(plain)).contains("enforcer saw"));
+}

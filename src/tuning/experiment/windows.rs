@@ -19,6 +19,12 @@ pub struct RowWindow {
     pub writes: u64,
     /// Their p99; `None` (JSON null) when no write completed: no p99, and not within the bound.
     pub p99_seconds: Option<f64>,
+    /// The enforcer's own p99 as it read last inside the window (its
+    /// `ceph_recovery_budget_p99_seconds`: the OSDs' write-latency histogram over its latency
+    /// window), beside the client's: where they differ, the enforcer acted on the OSD side's.
+    /// Enforced row only; absent when not read (and in results recorded before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcer_p99_seconds: Option<f64>,
 }
 
 impl RowWindow {
@@ -42,9 +48,27 @@ pub fn from_fio(windows: &[WriteWindow]) -> Option<(f64, Vec<RowWindow>)> {
             end_seconds: round_ms(w.end - start),
             writes: w.writes,
             p99_seconds: w.p99_seconds,
+            enforcer_p99_seconds: None,
         })
         .collect();
     Some((start, row))
+}
+
+/// Gives each window the enforcer's p99 read last inside it. `samples` are (Unix seconds, p99)
+/// in the order read; the enforcer's window trails its reading, so the last one inside fio's
+/// window covers nearly the same seconds.
+pub fn attach_enforcer_p99(windows: &mut [RowWindow], fio_started_at: f64, samples: &[(f64, f64)]) {
+    for w in windows.iter_mut() {
+        let (from, to) = (
+            fio_started_at + w.start_seconds,
+            fio_started_at + w.end_seconds,
+        );
+        w.enforcer_p99_seconds = samples
+            .iter()
+            .rev()
+            .find(|(t, p)| *t > from && *t <= to && p.is_finite() && *p >= 0.0)
+            .map(|(_, p)| *p);
+    }
 }
 
 /// fio stamps its reports to the millisecond; differences of Unix times in f64 are not exact.
@@ -169,26 +193,33 @@ pub fn clock(seconds: f64) -> String {
 /// The window p99s of a row on one line, in ms, e.g. `14 15 !165 - 20`: `!` over the bound,
 /// `-` no write.
 pub fn sparkline(windows: &[RowWindow], bound: Option<f64>) -> String {
-    windows
-        .iter()
-        .map(|w| match w.p99_seconds {
-            None => "-".to_string(),
-            Some(p) => {
-                let ms = p * 1000.0;
-                let n = if ms >= 10.0 {
-                    format!("{ms:.0}")
-                } else {
-                    format!("{ms:.1}")
-                };
-                if bound.is_some_and(|b| p > b) {
-                    format!("!{n}")
-                } else {
-                    n
-                }
+    sparkline_of(windows.iter().map(|w| w.p99_seconds), bound)
+}
+
+/// The same for the enforcer's own p99 in each window (`-`: not read in that window).
+pub fn enforcer_sparkline(windows: &[RowWindow], bound: Option<f64>) -> String {
+    sparkline_of(windows.iter().map(|w| w.enforcer_p99_seconds), bound)
+}
+
+fn sparkline_of(p99s: impl Iterator<Item = Option<f64>>, bound: Option<f64>) -> String {
+    p99s.map(|p| match p {
+        None => "-".to_string(),
+        Some(p) => {
+            let ms = p * 1000.0;
+            let n = if ms >= 10.0 {
+                format!("{ms:.0}")
+            } else {
+                format!("{ms:.1}")
+            };
+            if bound.is_some_and(|b| p > b) {
+                format!("!{n}")
+            } else {
+                n
             }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+        }
+    })
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 #[cfg(test)]
@@ -203,6 +234,7 @@ mod tests {
             end_seconds: start + 10.0,
             writes: if p99_ms.is_some() { 100 } else { 0 },
             p99_seconds: p99_ms.map(|m| m / 1000.0),
+            enforcer_p99_seconds: None,
         }
     }
 
@@ -270,6 +302,26 @@ mod tests {
         let r = reaction(&row(&[Some(90.0), None, Some(100.0)]), bound);
         assert_eq!(r, Reaction::NoBreach);
         assert_eq!(r.cell(), "no breach");
+    }
+
+    #[test]
+    fn the_enforcers_reads_go_to_the_window_they_were_read_in() {
+        let mut ws = row(&[Some(10.0), Some(10.0), Some(10.0)]);
+        // Windows 0-10, 10-20, 20-30 s after fio's start at 1000 s.
+        attach_enforcer_p99(
+            &mut ws,
+            1000.0,
+            &[
+                (1010.0, 0.020),    // at window 0's end: window 0's
+                (1012.0, f64::NAN), // not a reading
+                (1015.0, 0.030),
+                (1019.9, 0.025), // the last read in window 1
+                (1031.0, 0.9),   // after the last window
+            ],
+        );
+        let got: Vec<_> = ws.iter().map(|w| w.enforcer_p99_seconds).collect();
+        assert_eq!(got, [Some(0.020), Some(0.025), None]);
+        assert_eq!(enforcer_sparkline(&ws, Some(0.024)), "20 !25 -");
     }
 
     #[test]

@@ -36,6 +36,7 @@ fn row_with(kind: RowKind, p99_ms: &[f64]) -> ExperimentRow {
             end_seconds: (i + 1) as f64 * 2.0,
             writes: 400,
             p99_seconds: Some(p / 1000.0),
+            enforcer_p99_seconds: None,
         })
         .collect();
     row
