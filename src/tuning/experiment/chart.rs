@@ -318,7 +318,12 @@ pub fn svg(result: &ExperimentResult) -> String {
         result
             .rows
             .iter()
-            .flat_map(|r| r.windows.iter().filter_map(|w| w.p99_seconds))
+            .flat_map(|r| {
+                r.windows
+                    .iter()
+                    .flat_map(|w| [w.p99_seconds, w.enforcer_p99_seconds])
+                    .flatten()
+            })
             .chain(bound),
     );
 
@@ -367,7 +372,10 @@ pub fn svg(result: &ExperimentResult) -> String {
     let top = BAND_TOP + line_ends.len() as f64 * LABEL_ROW + 10.0;
     let bottom = top + PLOT_HEIGHT;
     let legend_top = bottom + 60.0;
-    let legend_lines = result.rows.len() + 1 + usize::from(!marks.is_empty());
+    // The enforcer's own readings, where the result has them (recorded since run J).
+    let seen = enforced.filter(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()));
+    let legend_lines =
+        result.rows.len() + 1 + usize::from(!marks.is_empty()) + usize::from(seen.is_some());
     let height = legend_top + LEGEND_LINE * (legend_lines - 1) as f64 + 12.0;
     let mut out = String::new();
     out.push_str(&format!(
@@ -535,6 +543,40 @@ pub fn svg(result: &ExperimentResult) -> String {
         out.push('\n');
     }
 
+    // What the enforcer judged by, dashed under the client's line: where they part, it acted on
+    // its own reading (run I's windows over the bound were not over by its reckoning).
+    let seen_colour = seen.map(|r| colour(&r.row).0);
+    if let (Some(row), Some(stroke)) = (seen, seen_colour) {
+        let points: Vec<Option<(f64, f64)>> = row
+            .windows
+            .iter()
+            .map(|w| {
+                w.enforcer_p99_seconds.map(|p| {
+                    (
+                        x((w.start_seconds + w.end_seconds) / 2.0),
+                        axis.y(p, top, bottom),
+                    )
+                })
+            })
+            .collect();
+        for (k, run) in points
+            .split(Option::is_none)
+            .filter(|r| !r.is_empty())
+            .enumerate()
+        {
+            let coords: Vec<String> = run
+                .iter()
+                .flatten()
+                .map(|(px, py)| format!("{px:.1},{py:.1}"))
+                .collect();
+            out.push_str(&format!(
+                r#"<polyline id="seen-{k}" points="{}" fill="none" stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3" opacity="0.8"/>"#,
+                coords.join(" ")
+            ));
+            out.push('\n');
+        }
+    }
+
     // Legend: what each line is, and what it says against the bound.
     let mut y = legend_top;
     for (i, row) in result.rows.iter().enumerate() {
@@ -546,6 +588,17 @@ pub fn svg(result: &ExperimentResult) -> String {
             y - 4.0,
             LEFT + 30.0,
             esc(&legend_text(row, bound))
+        ));
+        out.push('\n');
+        y += LEGEND_LINE;
+    }
+    if let Some(stroke) = seen_colour {
+        out.push_str(&format!(
+            r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3"/><text x="{:.1}" y="{y:.1}">what the enforcer saw in each window: its own p99 (the OSDs' write-latency histogram), which it acted on</text>"#,
+            y - 4.0,
+            LEFT + 24.0,
+            y - 4.0,
+            LEFT + 30.0
         ));
         out.push('\n');
         y += LEGEND_LINE;

@@ -383,3 +383,44 @@ fn the_levers_lines_are_labelled_by_what_they_change() {
         None
     );
 }
+
+/// The enforcer's own reading per window is drawn dashed beside the client's line, on the same
+/// axes, and the legend says what it is; a result without readings has neither.
+#[test]
+fn what_the_enforcer_saw_is_drawn_beside_the_clients_line() {
+    let plain = three_rows();
+    let mut seen = three_rows();
+    let enforced = seen.rows.last_mut().unwrap();
+    // The same p99 as the client's in the windows that have one, none in the rest.
+    for w in &mut enforced.windows {
+        w.enforcer_p99_seconds = w.p99_seconds;
+    }
+    let svg_seen = svg(&seen);
+    assert_well_formed(&svg_seen);
+    let client = points(&svg_seen, "line-2");
+    let theirs = points(&svg_seen, "seen-0");
+    assert_eq!(theirs, client, "equal readings sit on the client's points");
+    assert!(svg_seen.contains("what the enforcer saw in each window"));
+    let svg_plain = svg(&plain);
+    assert!(!svg_plain.contains("seen-0"));
+    assert!(!svg_plain.contains("what the enforcer saw"));
+    // One legend line more.
+    let h = |s: &str| -> f64 {
+        let start = s.find("height=\"").unwrap() + 8;
+        s[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    assert!(h(&svg_seen) > h(&svg_plain));
+
+    // A reading above the client's is drawn higher on the page.
+    let mut higher = three_rows();
+    for w in &mut higher.rows.last_mut().unwrap().windows {
+        w.enforcer_p99_seconds = w.p99_seconds.map(|p| p * 2.0);
+    }
+    let svg_higher = svg(&higher);
+    let client = points(&svg_higher, "line-2");
+    let theirs = points(&svg_higher, "seen-0");
+    assert!(client
+        .iter()
+        .zip(&theirs)
+        .all(|(c, t)| c.0 == t.0 && t.1 < c.1));
+}
