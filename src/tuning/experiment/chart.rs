@@ -498,21 +498,14 @@ pub fn svg(result: &ExperimentResult) -> String {
             })
         };
         let points: Vec<Option<(f64, f64)>> = row.windows.iter().map(point).collect();
-        let runs = points.split(Option::is_none).filter(|r| !r.is_empty());
-        for (segment, run) in runs.enumerate() {
+        for (segment, coords) in polyline_points(&points).into_iter().enumerate() {
             let id = if segment == 0 {
                 format!("line-{i}")
             } else {
                 format!("seg-{i}-{segment}")
             };
-            let coords: Vec<String> = run
-                .iter()
-                .flatten()
-                .map(|(px, py)| format!("{px:.1},{py:.1}"))
-                .collect();
             out.push_str(&format!(
-                r#"<polyline id="{id}" points="{}" fill="none" stroke="{stroke}" stroke-width="{width}" stroke-linejoin="round"/>"#,
-                coords.join(" ")
+                r#"<polyline id="{id}" points="{coords}" fill="none" stroke="{stroke}" stroke-width="{width}" stroke-linejoin="round"/>"#
             ));
             out.push('\n');
         }
@@ -559,19 +552,9 @@ pub fn svg(result: &ExperimentResult) -> String {
                 })
             })
             .collect();
-        for (k, run) in points
-            .split(Option::is_none)
-            .filter(|r| !r.is_empty())
-            .enumerate()
-        {
-            let coords: Vec<String> = run
-                .iter()
-                .flatten()
-                .map(|(px, py)| format!("{px:.1},{py:.1}"))
-                .collect();
+        for (k, coords) in polyline_points(&points).into_iter().enumerate() {
             out.push_str(&format!(
-                r#"<polyline id="seen-{k}" points="{}" fill="none" stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3" opacity="0.8"/>"#,
-                coords.join(" ")
+                r#"<polyline id="seen-{k}" points="{coords}" fill="none" stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3" opacity="0.8"/>"#
             ));
             out.push('\n');
         }
@@ -625,6 +608,22 @@ pub fn svg(result: &ExperimentResult) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// A polyline's `points` per unbroken run: a window with no value breaks the line (no p99 is
+/// not a small p99).
+fn polyline_points(points: &[Option<(f64, f64)>]) -> Vec<String> {
+    points
+        .split(Option::is_none)
+        .filter(|r| !r.is_empty())
+        .map(|run| {
+            run.iter()
+                .flatten()
+                .map(|(px, py)| format!("{px:.1},{py:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
 }
 
 /// "enforced (2x): 83% of 18 windows within the bound, worst 420 ms, reaction 40s".
