@@ -502,6 +502,15 @@ pub struct ExperimentRow {
     pub reaction_seconds: Option<f64>,
 }
 
+impl ExperimentRow {
+    /// The enforcer's own p99 was read in at least one of the row's windows.
+    pub fn has_enforcer_readings(&self) -> bool {
+        self.windows
+            .iter()
+            .any(|w| w.enforcer_p99_seconds.is_some())
+    }
+}
+
 /// The enforced row's view of the enforcer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnforcerSummary {
@@ -1674,7 +1683,7 @@ fn windows_text(result: &ExperimentResult) -> String {
             result
                 .rows
                 .iter()
-                .any(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()))
+                .any(ExperimentRow::has_enforcer_readings)
                 .then(|| ENFORCER_SEEN.chars().count()),
         )
         .max()
@@ -1697,10 +1706,7 @@ fn windows_text(result: &ExperimentResult) -> String {
             ));
         }
         // Beside the client's, what the enforcer judged by: where they differ it acted on its own.
-        for r in with_windows
-            .iter()
-            .filter(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()))
-        {
+        for r in with_windows.iter().filter(|r| r.has_enforcer_readings()) {
             out.push_str(&format!(
                 "  {:<width$}  {}\n  (the enforcer's own p99 as it read it last in each window: the OSDs' write-latency histogram over its latency window; - not read)\n",
                 ENFORCER_SEEN,

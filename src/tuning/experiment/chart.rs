@@ -373,7 +373,7 @@ pub fn svg(result: &ExperimentResult) -> String {
     let bottom = top + PLOT_HEIGHT;
     let legend_top = bottom + 60.0;
     // The enforcer's own readings, where the result has them (recorded since run J).
-    let seen = enforced.filter(|r| r.windows.iter().any(|w| w.enforcer_p99_seconds.is_some()));
+    let seen = enforced.filter(|r| r.has_enforcer_readings());
     let legend_lines =
         result.rows.len() + 1 + usize::from(!marks.is_empty()) + usize::from(seen.is_some());
     let height = legend_top + LEGEND_LINE * (legend_lines - 1) as f64 + 12.0;
@@ -485,18 +485,18 @@ pub fn svg(result: &ExperimentResult) -> String {
         out.push('\n');
     }
 
+    // A window's value at the middle of its time span.
+    let at = |w: &RowWindow, p: f64| {
+        (
+            x((w.start_seconds + w.end_seconds) / 2.0),
+            axis.y(p, top, bottom),
+        )
+    };
     // One line per row; a window with no write breaks it (no p99 is not a small p99) and is
     // marked on the time axis.
     for (i, row) in result.rows.iter().enumerate() {
         let (stroke, width) = colour(&row.row);
-        let point = |w: &RowWindow| {
-            w.p99_seconds.map(|p| {
-                (
-                    x((w.start_seconds + w.end_seconds) / 2.0),
-                    axis.y(p, top, bottom),
-                )
-            })
-        };
+        let point = |w: &RowWindow| w.p99_seconds.map(|p| at(w, p));
         let points: Vec<Option<(f64, f64)>> = row.windows.iter().map(point).collect();
         for (segment, coords) in polyline_points(&points).into_iter().enumerate() {
             let id = if segment == 0 {
@@ -543,14 +543,7 @@ pub fn svg(result: &ExperimentResult) -> String {
         let points: Vec<Option<(f64, f64)>> = row
             .windows
             .iter()
-            .map(|w| {
-                w.enforcer_p99_seconds.map(|p| {
-                    (
-                        x((w.start_seconds + w.end_seconds) / 2.0),
-                        axis.y(p, top, bottom),
-                    )
-                })
-            })
+            .map(|w| w.enforcer_p99_seconds.map(|p| at(w, p)))
             .collect();
         for (k, coords) in polyline_points(&points).into_iter().enumerate() {
             out.push_str(&format!(
@@ -564,36 +557,29 @@ pub fn svg(result: &ExperimentResult) -> String {
     let mut y = legend_top;
     for (i, row) in result.rows.iter().enumerate() {
         let (stroke, width) = colour(&row.row);
-        out.push_str(&format!(
-            r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{stroke}" stroke-width="{width}"/><text id="legend-{i}" x="{:.1}" y="{y:.1}">{}</text>"#,
-            y - 4.0,
-            LEFT + 24.0,
-            y - 4.0,
-            LEFT + 30.0,
-            esc(&legend_text(row, bound))
+        out.push_str(&legend_entry(
+            y,
+            &format!(r#"stroke="{stroke}" stroke-width="{width}""#),
+            &format!(r#" id="legend-{i}""#),
+            &esc(&legend_text(row, bound)),
         ));
-        out.push('\n');
         y += LEGEND_LINE;
     }
     if let Some(stroke) = seen_colour {
-        out.push_str(&format!(
-            r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3"/><text x="{:.1}" y="{y:.1}">what the enforcer saw in each window: its own p99 (the OSDs' write-latency histogram), which it acted on</text>"#,
-            y - 4.0,
-            LEFT + 24.0,
-            y - 4.0,
-            LEFT + 30.0
+        out.push_str(&legend_entry(
+            y,
+            &format!(r#"stroke="{stroke}" stroke-width="1" stroke-dasharray="3 3""#),
+            "",
+            "what the enforcer saw in each window: its own p99 (the OSDs' write-latency histogram), which it acted on",
         ));
-        out.push('\n');
         y += LEGEND_LINE;
     }
-    out.push_str(&format!(
-        r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{BOUND_COLOUR}" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{:.1}" y="{y:.1}">the bound; × a window in which no write completed (no p99, not within the bound)</text>"#,
-        y - 4.0,
-        LEFT + 24.0,
-        y - 4.0,
-        LEFT + 30.0
+    out.push_str(&legend_entry(
+        y,
+        &format!(r#"stroke="{BOUND_COLOUR}" stroke-width="1.5" stroke-dasharray="6 4""#),
+        "",
+        "the bound; × a window in which no write completed (no p99, not within the bound)",
     ));
-    out.push('\n');
     if !marks.is_empty() {
         y += LEGEND_LINE;
         out.push_str(&format!(
@@ -608,6 +594,18 @@ pub fn svg(result: &ExperimentResult) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// One legend line at `y`: a short stroke drawn as `stroke` (its SVG attributes) and the text,
+/// already escaped; `text_attrs` goes into the text element (e.g. its id).
+fn legend_entry(y: f64, stroke: &str, text_attrs: &str, text: &str) -> String {
+    format!(
+        r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" {stroke}/><text{text_attrs} x="{:.1}" y="{y:.1}">{text}</text>"#,
+        y - 4.0,
+        LEFT + 24.0,
+        y - 4.0,
+        LEFT + 30.0
+    ) + "\n"
 }
 
 /// A polyline's `points` per unbroken run: a window with no value breaks the line (no p99 is
