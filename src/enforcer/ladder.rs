@@ -13,7 +13,7 @@ use super::event::{DecisionEvent, DecisionRecord};
 use super::lever::{self, AtRung};
 use super::observation::{IopsLimit, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
-use super::policy::Policy;
+use super::policy::{LadderPolicy, Policy};
 use super::state::{ActionKind, EnforcerState, Held, Hurt, Watch};
 use super::types::{Change, Time};
 use crate::units::{fmt_ms, fmt_secs};
@@ -264,6 +264,17 @@ pub fn rung_name(
     }
 }
 
+/// How the lever's aim falls with N, for [`describe`].
+fn lever_aim(l: &LadderPolicy) -> String {
+    // The settings keep the aim above `descend_below`, so the aim always has room to fall.
+    let lowest = super::backfill_limit::lowest_aim(l.aim, l.descend_below);
+    format!(
+        "its aim {:.0}% of the bound lower per PG backfilling above one, down to {:.0}%",
+        super::backfill_limit::AIM_STEP_PER_PG * 100.0,
+        lowest * 100.0
+    )
+}
+
 /// The whole ladder in one line, for the start-up log and observe mode.
 pub fn describe(policy: &Policy) -> String {
     let mut rungs = vec![format!(
@@ -301,10 +312,9 @@ pub fn describe(policy: &Policy) -> String {
     }
     if l.max_rung >= 3 {
         rungs.push(if l.backfill_lever && l.ops_per_pg > 1 {
-            format!("3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items; {} recovery ops per PG before N is raised)", l.ops_per_pg)
+            format!("3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items; {} recovery ops per PG before N is raised; {})", l.ops_per_pg, lever_aim(l))
         } else if l.backfill_lever {
-            "3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items)"
-                .to_string()
+            format!("3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items; {})", lever_aim(l))
         } else {
             "3 backfill lever off (--enforcer.backfill-lever off)".to_string()
         });

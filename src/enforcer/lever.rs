@@ -39,6 +39,7 @@ pub(super) fn lever_policy(policy: &Policy, (ops_from, ops_to): (u32, u32)) -> L
         period: policy.latency_window.as_secs_f64(),
         lower: policy.ladder.descend_below,
         aim: policy.ladder.aim,
+        aim_step: super::backfill_limit::AIM_STEP_PER_PG,
         settle: policy.ladder.settle.as_secs_f64(),
         ops_from,
         ops_to,
@@ -343,7 +344,7 @@ pub(super) fn at_rung(
             "{} left {} > {} for {} at N = 1 with {} recovery op{} per PG, the least backfill the lever runs: on this cluster even one backfilling PG costs clients more than the bound allows, so the pause shares out the time",
             lever_name(Some(1)),
             ctx.p99(p99),
-            super::pause::over_what(p99, bound, policy.ladder.aim),
+            lp.over_what(p99, bound, 1),
             crate::units::fmt_secs(now - ls.at_one_since.unwrap_or(now)),
             lp.ops_from,
             if lp.ops_from == 1 { "" } else { "s" }
@@ -380,10 +381,16 @@ pub(super) fn at_rung(
     }
 }
 
-/// Client p99 over the last window and the aim (seconds), when p99 is above the aim.
-fn over_aim(ctx: &Ctx<'_>) -> Option<(f64, f64)> {
-    let aim = ctx.bound? * ctx.policy.ladder.aim;
-    ctx.obs.p99.filter(|p| *p > aim).map(|p| (p, aim))
+/// Client p99 over the last window and what it is over (the aim at N, the same N is judged
+/// against, or the bound), when p99 is above that aim.
+fn over_aim(ctx: &Ctx<'_>, n: usize) -> Option<(f64, String)> {
+    let bound = ctx.bound?;
+    // The ops per PG do not move the aim.
+    let lp = lever_policy(ctx.policy, (1, 1));
+    ctx.obs
+        .p99
+        .filter(|p| *p > bound * lp.aim_at(n))
+        .map(|p| (p, lp.over_what(p, bound, n)))
 }
 
 /// PGs held now: in enforce mode those the state records; in observe mode those it would hold.
@@ -465,8 +472,8 @@ pub(super) fn plan_effect(
             // With nothing backfilling, p99 over the aim is not the recovery's doing: one PG
             // still goes, or a client burst would stop the recovery altogether.
             let moving = p.backfilling + p.on_the_way.len() > 0;
-            let over_aim = over_aim(ctx).filter(|_| p.has_room() && moving);
-            if let Some((p99, aim)) = over_aim {
+            let over_aim = over_aim(ctx, n).filter(|_| p.has_room() && moving);
+            if let Some((p99, what)) = &over_aim {
                 ctx.note_once(
                     next,
                     notes,
@@ -474,10 +481,9 @@ pub(super) fn plan_effect(
                     DecisionEvent::BackfillLimit,
                     || {
                         format!(
-                            "{}BACKFILL_LIMIT: N = {n} has room, but releases wait while client p99 write {} is above the aim {}: N is judged first",
+                            "{}BACKFILL_LIMIT: N = {n} has room, but releases wait while client p99 write {} is above the {what}: N is judged first",
                             observe_prefix(policy),
-                            fmt_ms(p99),
-                            fmt_ms(aim)
+                            fmt_ms(*p99)
                         )
                     },
                 );
