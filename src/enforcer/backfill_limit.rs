@@ -95,11 +95,12 @@ impl LeverPolicy {
         (self.aim - less).max(lowest_aim(self.aim, self.lower))
     }
 
-    /// "aim 91.0 ms (85% of the bound 107 ms with 2 PGs backfilling)" (or the bound, when over
-    /// it): on-call reads why the aim is not the configured one.
+    /// "aim 91.0 ms (85% of the bound 107 ms with 2 PGs backfilling)": on-call reads why the
+    /// aim is not the configured one. Over the bound, or at the configured aim (N = 1), the
+    /// ladder's wording.
     pub fn over_what(&self, p99: f64, bound: f64, n: usize) -> String {
         let aim = self.aim_at(n);
-        if p99 > bound || aim >= 1.0 || aim >= self.aim {
+        if p99 > bound || aim >= self.aim {
             return super::pause::over_what(p99, bound, aim);
         }
         format!(
