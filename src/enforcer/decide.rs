@@ -620,6 +620,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             rung,
             step: state.ladder.step,
             since: now,
+            started: Some(now),
             acted: state
                 .ladder
                 .acted

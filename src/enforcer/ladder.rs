@@ -481,7 +481,7 @@ pub(super) fn climb(
                             observe_prefix(policy),
                             ctx.p99(p99),
                             super::pause::over_what(p99, bound, lp.aim),
-                            lever::entry_why(state, ctx, p99, bound)
+                            lever::entry_why(state, next.ladder.started, ctx, p99, bound)
                         ),
                     ));
                     watch(
@@ -744,7 +744,7 @@ pub(super) fn climb(
                                 format!(
                                     "{}ESCALATE: {from}; escalating to {to}{}: PGs above {n} are held where their data is (pg-upmap-items), released as p99 allows",
                                     observe_prefix(policy),
-                                    lever::entry_why(state, ctx, p99, bound)
+                                    lever::entry_why(state, next.ladder.started, ctx, p99, bound)
                                 ),
                             ));
                             watch(next, format!("ESCALATE to {to}"), now, Some(p99));

@@ -8,14 +8,16 @@
 //! undersized PG, `require_min_compat_client` below luminous) and whenever the lever is no
 //! longer in force; at SHUTDOWN and START by [`give_back`].
 
-use super::backfill_limit::{entry_n, lever_step, LeverInput, LeverPolicy, LeverState, LEVER_RUNG};
+use super::backfill_limit::{
+    entry_n, is_first_window, lever_step, LeverInput, LeverPolicy, LeverState, LEVER_RUNG,
+};
 use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::{BackfillEffect, Effect, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
-use super::types::{Change, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
+use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan};
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
@@ -215,7 +217,8 @@ fn start(
         ));
     }
     let backfilling = v.backfilling();
-    let n = entry_n(p99 / bound, backfilling, remembered_n(state));
+    let first = first_window(ctx, next.ladder.started);
+    let n = entry_n(p99 / bound, backfilling, remembered_n(state), first);
     let plan = backfill::plan(&v.pgs, &v.map, &next.backfill, n, ctx.now);
     if plan.hold.is_empty() {
         let why = if backfilling == 0 {
@@ -242,13 +245,32 @@ fn start(
     Ok(n)
 }
 
-/// Why the N is what it is, for the ESCALATE line.
-pub(super) fn entry_why(state: &EnforcerState, ctx: &Ctx<'_>, p99: f64, bound: f64) -> String {
+/// The breach's window holds the peering of the recovery that started at `started` (see
+/// [`entry_n`]).
+fn first_window(ctx: &Ctx<'_>, started: Option<Time>) -> bool {
+    let window = ctx.policy.latency_window.as_secs_f64();
+    is_first_window(started, ctx.now, window)
+}
+
+/// Why the N is what it is, for the ESCALATE line; `started`: when this recovery started (the
+/// next state's: it may have started this cycle).
+pub(super) fn entry_why(
+    state: &EnforcerState,
+    started: Option<Time>,
+    ctx: &Ctx<'_>,
+    p99: f64,
+    bound: f64,
+) -> String {
     let backfilling = view(ctx).map(BackfillView::backfilling).unwrap_or(0);
-    let from_breach = entry_n(p99 / bound, backfilling, None);
+    let from_breach = entry_n(p99 / bound, backfilling, None, first_window(ctx, started));
     match remembered_n(state) {
         Some(r) if r < from_breach => format!(
             " ({backfilling} PGs backfill now; {r} held the bound in the last recovery of this cluster)"
+        ),
+        _ if from_breach > entry_n(p99 / bound, backfilling, None, false) => format!(
+            " ({backfilling} PGs backfill now; p99 {:.1}x the bound over the recovery's first window, mostly its own peering: halved {} times at most)",
+            p99 / bound,
+            super::backfill_limit::FIRST_WINDOW_HALVINGS
         ),
         _ => format!(
             " ({backfilling} PGs backfill now; p99 {:.1}x the bound)",

@@ -294,7 +294,20 @@ impl LeverSim {
 }
 
 /// p99 above the bound until rung 3 is entered.
+/// A breach of `p99_ms` once the recovery's first window is past (there, the entry halves N
+/// twice at most: [`on_the_recoverys_first_window_the_entry_halves_n_twice_at_most`]).
 fn to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
+    if !sim.state.recovery_active {
+        for wait in [15.0, 70.0] {
+            sim.now += wait;
+            let obs = sim.obs(Some(20.0));
+            sim.step(obs);
+        }
+    }
+    breach_to_the_lever(sim, p99_ms);
+}
+
+fn breach_to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
     for _ in 0..40 {
         sim.now += 15.0;
         let obs = sim.obs(Some(p99_ms));
@@ -304,6 +317,32 @@ fn to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
         }
     }
     panic!("not on rung 3: {:?}\n{:#?}", sim.state.ladder, sim.notes);
+}
+
+/// The lab (runs M, O, 2026-12-04): the breach that called the lever in came 8-12 s into the
+/// rebalance, its window 2.0x and 3.7x the bound, mostly the reweight's own peering; N entered
+/// at 1 and the recovery took 3.6x the balanced row's time or more. Entered on that window, N
+/// is halved twice at most, and the ESCALATE line says why; later windows judge it as ever.
+#[test]
+fn on_the_recoverys_first_window_the_entry_halves_n_twice_at_most() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    breach_to_the_lever(&mut sim, 150.0);
+    assert!(sim.now - T0 < 65.0, "entered within the first window");
+    assert_eq!(sim.n(), Some(4), "19 >> 2, not 19 >> 5");
+    let esc = messages_of(&sim, "ESCALATE");
+    assert!(
+        esc.last().unwrap().contains("(19 PGs backfill now; p99 4.7x the bound over the recovery's first window, mostly its own peering: halved 2 times at most)"),
+        "{esc:?}"
+    );
+    // The same breach a window later: five halvings.
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 150.0);
+    assert_eq!(sim.n(), Some(1));
+    let esc = messages_of(&sim, "ESCALATE");
+    assert!(
+        esc.last().unwrap().contains("(19 PGs backfill now; p99 4.7x the bound)"),
+        "{esc:?}"
+    );
 }
 
 #[test]

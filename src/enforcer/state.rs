@@ -163,6 +163,11 @@ pub struct LadderState {
     pub lever: Option<LeverState>,
     /// Highest rung reached in this recovery.
     pub top: u8,
+    /// When this recovery started (RECOVERY_STARTED); `None` in states written before it was
+    /// kept. The backfill lever's entry on the recovery's first window is gentler
+    /// ([`super::backfill_limit::entry_n`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started: Option<Time>,
     /// Seconds recovery was paused by the enforcer in this recovery (kept after it ends, for
     /// the metric and the alert, until the next recovery starts).
     pub paused_seconds: f64,
