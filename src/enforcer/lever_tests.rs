@@ -340,7 +340,9 @@ fn on_the_recoverys_first_window_the_entry_halves_n_twice_at_most() {
     assert_eq!(sim.n(), Some(1));
     let esc = messages_of(&sim, "ESCALATE");
     assert!(
-        esc.last().unwrap().contains("(19 PGs backfill now; p99 4.7x the bound)"),
+        esc.last()
+            .unwrap()
+            .contains("(19 PGs backfill now; p99 4.7x the bound)"),
         "{esc:?}"
     );
 }
