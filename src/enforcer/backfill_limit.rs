@@ -25,8 +25,8 @@
 //! - The ops per PG (`LeverPolicy::ops_to`, `osd_recovery_max_single_start`) are the first
 //!   raise after the entry: each backfilling PG may start that many recovery ops at once before
 //!   one more PG is released, after [`LOW_PERIODS`] in a row within the aim rather than below
-//!   `lower` ([`LeverPolicy::raise_gate`]); N then rises with them kept, comes down with them kept, and at
-//!   N = 1 the step down puts the operator's value back before N = 1 is judged for the pause.
+//!   `lower` ([`LeverPolicy::raise_gate`]); N then rises with them kept, comes down with them
+//!   kept, and at N = 1 the step down puts the operator's value back before N = 1 is judged for the pause.
 //!   On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with as many
 //!   windows within the bound (docs/experiment.md, "2026-12-03, night"): the cheapest raise
 //!   there is. Entering with them cost 110 s over the bound, so the entry never raises them.

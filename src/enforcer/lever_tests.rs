@@ -293,7 +293,6 @@ impl LeverSim {
     }
 }
 
-/// p99 above the bound until rung 3 is entered.
 /// A breach of `p99_ms` once the recovery's first window is past (there, the entry halves N
 /// twice at most: [`on_the_recoverys_first_window_the_entry_halves_n_twice_at_most`]).
 fn to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
@@ -307,6 +306,7 @@ fn to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
     breach_to_the_lever(sim, p99_ms);
 }
 
+/// p99 above the bound until rung 3 is entered.
 fn breach_to_the_lever(sim: &mut LeverSim, p99_ms: f64) {
     for _ in 0..40 {
         sim.now += 15.0;
