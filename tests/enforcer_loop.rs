@@ -20,11 +20,16 @@ fn fixture(path: &str) -> Vec<u8> {
 
 /// Real cluster states: `rebalance` is a recovery with no PG undersized (async recovery off),
 /// `undersized` has 19 PGs undersized, `healthy-idle` is clean.
+/// `log_recovery` is osd.3 back from a restart under writes, recovering from its PG log (25 PGs
+/// `active+recovering+degraded`, none undersized); `no_mgr` a status with no mgr active, whose
+/// PG states are the last the mgr reported (tests/fixtures/redundancy).
 #[derive(Clone, Copy, Debug)]
 enum ClusterState {
     Healthy,
     Rebalance,
     Undersized,
+    LogRecovery,
+    NoMgr,
 }
 
 impl ClusterState {
@@ -33,6 +38,24 @@ impl ClusterState {
             ClusterState::Healthy => "healthy-idle",
             ClusterState::Rebalance => "rebalance",
             ClusterState::Undersized => "undersized",
+            ClusterState::LogRecovery | ClusterState::NoMgr => "redundancy",
+        }
+    }
+
+    /// The recorded reply to a command (`ceph_status`, ...) in this state.
+    fn reply(self, command: &str) -> Vec<u8> {
+        match self {
+            ClusterState::LogRecovery => fixture(&format!(
+                "redundancy/osd-restarted-recovering.{command}.out"
+            )),
+            // No mgr: `pg dump` hangs; the pools and the PG listing as they were.
+            ClusterState::NoMgr if command == "ceph_status" => {
+                fixture("redundancy/no-mgr.ceph_status.out")
+            }
+            ClusterState::NoMgr => fixture(&format!(
+                "redundancy/osd-restarted-recovering.{command}.out"
+            )),
+            _ => fixture(&format!("{}/{command}.json", self.dir())),
         }
     }
 }
@@ -71,18 +94,15 @@ impl Cluster {
     }
 
     fn set_state(&mut self, state: ClusterState, slow: bool) {
-        let d = state.dir();
-        self.client.set(
-            &commands::status(),
-            Reply::ok(fixture(&format!("{d}/ceph_status.json"))),
-        );
+        self.client
+            .set(&commands::status(), Reply::ok(state.reply("ceph_status")));
         self.client.set(
             &commands::pools(),
-            Reply::ok(fixture(&format!("{d}/ceph_osd_pool_ls_detail.json"))),
+            Reply::ok(state.reply("ceph_osd_pool_ls_detail")),
         );
         self.client.set(
             &commands::pgs_brief(),
-            Reply::ok(fixture(&format!("{d}/ceph_pg_dump_pgs_brief.json"))),
+            Reply::ok(state.reply("ceph_pg_dump_pgs_brief")),
         );
         // 200 writes per cycle per OSD: fast ones, or slow ones during a bad recovery.
         self.counts[if slow { 12 } else { 7 }] += 200;
@@ -336,6 +356,44 @@ async fn a_whole_recovery_episode_in_enforce_mode() {
     }
     // The throttle did not bring p99 down (the writes stayed slow): said plainly.
     assert!(events.iter().any(|x| x == "NO_EFFECT"), "{events:?}");
+    let _ = std::fs::remove_file(&file);
+}
+
+/// The policy's exception on the recorded states of the lab: an OSD back from a restart under
+/// writes leaves 25 PGs `active+recovering+degraded` and none undersized; every degraded object
+/// of rbd-vms (size 3 / min_size 2) has 2 copies. The enforcer, throttling a rebalance with the
+/// hour's only change spent, sets `high_recovery_ops` at the first cycle that sees it. A status
+/// without an active mgr (its PG states are old) is blind: HOLD, nothing changed.
+#[tokio::test(start_paused = true)]
+async fn degraded_objects_at_min_size_suspend_the_bound_at_once_whatever_the_limits() {
+    let file = temp_state("degraded");
+    let mut p = policy(Mode::Enforce, &file);
+    p.max_changes_per_hour = 1;
+    p.min_interval = Duration::from_secs(600);
+    let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
+    rig.play(ClusterState::Rebalance, true, 6).await;
+    assert_eq!(
+        rig.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"]
+    );
+    rig.play(ClusterState::LogRecovery, true, 1).await;
+    assert_eq!(
+        rig.commands().last().map(String::as_str),
+        Some("config set osd osd_mclock_profile high_recovery_ops")
+    );
+    assert_eq!(rig.enforcer.state().phase, Phase::Suspended);
+    assert_eq!(rig.enforcer.state().changes.len(), 1, "SUSPEND not counted");
+    // Blind: the PG states are the mgr's last report. Nothing is changed on them.
+    let before = rig.commands().len();
+    rig.play(ClusterState::NoMgr, true, 3).await;
+    assert_eq!(rig.commands().len(), before, "{:?}", rig.commands());
+    assert_eq!(rig.enforcer.state().phase, Phase::Holding);
+    // Redundancy back (the mgr too): the bound applies again.
+    rig.play(ClusterState::Rebalance, true, 1).await;
+    assert_eq!(
+        rig.commands().last().map(String::as_str),
+        Some("config set osd osd_mclock_profile balanced")
+    );
     let _ = std::fs::remove_file(&file);
 }
 

@@ -569,13 +569,15 @@ impl<C: Client> Collector<C> {
         } else {
             Err(CollectError::Skipped)
         };
+        // The listing says which pools the undersized and degraded PGs are in: needed only
+        // when the status counts some (a degraded PG of a pool one copy from min_size puts
+        // redundancy at risk as much as an undersized one).
         let undersized_hint = match &status {
             Ok(s) => {
-                s.pg_state_word_counts()
-                    .get("undersized")
-                    .copied()
-                    .unwrap_or(0)
-                    > 0
+                let words = s.pg_state_word_counts();
+                ["undersized", "degraded"]
+                    .iter()
+                    .any(|w| words.get(*w).copied().unwrap_or(0) > 0)
             }
             Err(_) => true,
         };
@@ -617,7 +619,8 @@ impl<C: Client> Collector<C> {
             } else if undersized_hint {
                 (t, undersized_pgs(client).await)
             } else {
-                (t, Ok((parse::pgs::UndersizedPgs::default(), None)))
+                // The status counts no PG undersized or degraded: nothing in any pool.
+                (t, Ok((parse::pgs::UndersizedPgs::of_every_pg(), None)))
             }
         };
         let ((t_pools, pools), (t_pgs, pgs), (t_lat, hist), (t_sched, sched)) = tokio::join!(
@@ -801,12 +804,15 @@ pub(crate) async fn undersized_pgs<C: Client>(
 }
 
 /// `pg ls undersized`: releases before Nautilus print nothing at all when no PG matches.
+/// It lists undersized PGs only: the tally says it does not know the degraded ones.
 fn parse_undersized(out: &[u8]) -> Result<parse::pgs::UndersizedPgs, ParseError> {
-    if out.iter().all(u8::is_ascii_whitespace) {
-        Ok(parse::pgs::UndersizedPgs::default())
+    let mut tally = if out.iter().all(u8::is_ascii_whitespace) {
+        parse::pgs::UndersizedPgs::default()
     } else {
-        parse::pgs::undersized(out)
-    }
+        parse::pgs::undersized(out)?
+    };
+    tally.degraded_by_pool = None;
+    Ok(tally)
 }
 
 /// Runs a future, returning when it started with its output (for collector durations).

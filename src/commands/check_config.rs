@@ -130,7 +130,7 @@ mod tests {
              mode cluster: cluster state and every OSD's histogram\n  \
              latency histograms published per osd, enforcer p99 from the histograms collected here\n  \
              collect every 15s, recovery window 5m, latency window 5m\n  \
-             enforcer observe: baseline learned, bound 2 x baseline, act after 30s above it, suspend when any_undersized, throttle high_client_ops, suspend high_recovery_ops, settle 5m, at most 6 changes/h 1m apart, state file /var/lib/ceph-recovery-budget/enforcer-state.json\n  \
+             enforcer observe: baseline learned, bound 2 x baseline, act after 30s above it, suspend when redundancy_at_risk, throttle high_client_ops, suspend high_recovery_ops, settle 5m, at most 6 changes/h 1m apart, state file /var/lib/ceph-recovery-budget/enforcer-state.json\n  \
              ladder: 1 high_client_ops (wpq: osd_max_backfills=1,osd_recovery_sleep_hdd=0.1); 2 none under mClock (--enforcer.recovery-limits none); wpq: osd_recovery_sleep 0.2/0.5/1 s; 3 backfill lever (at most N PGs backfill at once, the others held with pg-upmap-items; 4 recovery ops per PG before N is raised; its aim 5% of the bound lower per PG backfilling above one, down to 80%); 4 pause nobackfill+norecover 30%..80% of each 60 s, at most 30m0s per recovery (from rung 3 once N = 1 stays over the bound itself); each rung judged after 1m0s, up above 90% of the bound (the aim), down below 70%\n"
                 .replace(
                     "EXPECTED_BACKEND",

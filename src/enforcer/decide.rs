@@ -13,7 +13,8 @@ pub use super::ladder::MCLOCK_PROFILE_KEY;
 use super::ladder::{self, changes_to, same_setting, throttle_values};
 use super::observation::{Observation, OpQueue};
 use super::pause::foreign_flags;
-use super::policy::{BaselineSpec, Mode, OnExit, Policy, SuspendWhen};
+use super::policy::{BaselineSpec, Mode, OnExit, Policy};
+use super::redundancy;
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Time};
 use crate::units::{fmt_ms, fmt_secs};
 
@@ -62,12 +63,7 @@ fn top_level_parts(reason: &str) -> Vec<&str> {
 
 /// Seconds until another change is allowed, or 0.
 pub fn limit_wait(policy: &Policy, state: &EnforcerState, now: Time) -> f64 {
-    limit_wait_reserving(policy, state, now, 0)
-}
-
-/// The same, keeping `reserve` of the hour's changes for others.
-fn limit_wait_reserving(policy: &Policy, state: &EnforcerState, now: Time, reserve: u32) -> f64 {
-    let max = policy.max_changes_per_hour.saturating_sub(reserve).max(1);
+    let max = policy.max_changes_per_hour.max(1);
     // A change stamped in the future (the wall clock was set back) counts as made now.
     let recent: Vec<Time> = state
         .changes
@@ -91,24 +87,11 @@ fn limit_wait_reserving(policy: &Policy, state: &EnforcerState, now: Time, reser
     wait.max(0.0)
 }
 
-fn at_risk(policy: &Policy, obs: &Observation) -> Option<String> {
-    match policy.suspend_when {
-        SuspendWhen::AnyUndersized if obs.undersized_pgs > 0 => Some(format!(
-            "{} PGs undersized{}",
-            obs.undersized_pgs,
-            if obs.pools_at_min_size.is_empty() {
-                String::new()
-            } else {
-                format!(", pools at min_size: {}", obs.pools_at_min_size.join(", "))
-            }
-        )),
-        SuspendWhen::PoolAtMinSize if !obs.pools_at_min_size.is_empty() => Some(format!(
-            "pools at min_size: {} ({} PGs undersized)",
-            obs.pools_at_min_size.join(", "),
-            obs.undersized_pgs
-        )),
-        _ => None,
-    }
+/// Why redundancy is at risk now under the policy's rule (`redundancy.rs`), or `None`.
+/// `state.inactive_since` says how long PGs have been inactive.
+fn at_risk(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time) -> Option<String> {
+    let inactive_for = state.inactive_since.map(|t| now - t);
+    redundancy::describe(&redundancy::risks(policy.suspend_when, obs, inactive_for))
 }
 
 /// What a person changed of what the enforcer set (neither its value nor the operator's
@@ -250,7 +233,8 @@ fn lever_give_back(
     if next.overridden {
         return Some("someone changed what the enforcer set by hand (OVERRIDE): hands off".into());
     }
-    at_risk(policy, obs).map(|risk| format!("redundancy at risk ({risk}): recovery first"))
+    at_risk(policy, obs, next, now)
+        .map(|risk| format!("redundancy at risk ({risk}): recovery first"))
 }
 
 /// The state a new run starts from: "below the bound since" from before a restart is not
@@ -542,6 +526,11 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         };
     }
     next.blind_since = None;
+    next.inactive_since = if obs.pg_safety.inactive > 0 {
+        Some(state.inactive_since.unwrap_or(now))
+    } else {
+        None
+    };
     if state.holding.is_some() {
         notes.push(ctx.record(
             DecisionEvent::HoldEnded,
@@ -756,7 +745,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         next.recovery_ended_at = None;
         // Latency during recovery says nothing about the baseline.
         next.baseline_high_since = None;
-        if let Some(risk) = at_risk(policy, obs) {
+        if let Some(risk) = at_risk(policy, obs, &next, now) {
             // 4: redundancy at risk: the bound is suspended whatever the latency.
             ladder::end_pause(
                 &ctx,
@@ -825,7 +814,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             want = Some(Want::new(
                 ActionKind::Resume,
                 changes_back(state, obs),
-                format!("redundancy restored (0 PGs undersized) while recovery continues ({}); the latency bound applies again", ctx.pg_summary()),
+                format!("redundancy restored while recovery continues ({}); the latency bound applies again", ctx.pg_summary()),
             ));
             next.phase = Phase::Suspended;
         } else {
@@ -1047,14 +1036,11 @@ fn to_action(
                 return None;
             }
         }
-        // The ladder leaves the last change of the hour to SUSPEND and RESTORE. Putting the
-        // operator's values back is never held by the limits: they exist to stop the enforcer
-        // flapping the cluster, and a restore ends its changes.
-        let reserve = u32::from(matches!(kind, ActionKind::Escalate | ActionKind::Descend));
-        let wait = if kind.gives_back() || to_originals(next, &changes) {
+        // Only the steps that slow recovery wait for the change limits (`ActionKind::limited`).
+        let wait = if !kind.limited() || to_originals(next, &changes) {
             0.0
         } else {
-            limit_wait_reserving(policy, next, now, reserve)
+            limit_wait(policy, next, now)
         };
         if wait > 0.0 {
             next.deferred = Some((kind, now + wait));

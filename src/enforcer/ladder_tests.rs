@@ -198,8 +198,11 @@ fn going_down_is_one_rung_at_a_time_below_the_lower_threshold() {
     assert!(sim.run(&recovering(28.0), 30 * 60).is_empty());
 }
 
+/// Redundancy first, within the collection interval that sees the risk: the pause ends and
+/// SUSPEND (with the recovery limit lifted) goes in the same decision, although the change
+/// limits would hold any throttle for 10 minutes; and it is not counted against them.
 #[test]
-fn redundancy_at_risk_ends_the_pause_at_once_even_when_a_change_must_wait() {
+fn redundancy_at_risk_ends_the_pause_and_suspends_at_once_whatever_the_change_limits() {
     let mut p = policy();
     p.min_interval = Duration::from_secs(600);
     p.max_changes_per_hour = 100;
@@ -209,11 +212,13 @@ fn redundancy_at_risk_ends_the_pause_at_once_even_when_a_change_must_wait() {
         sim.step(recovering(350.0));
         assert!(sim.now < T0 + 4.0 * 3600.0, "{:?}", sim.state.ladder);
     }
-    // One OSD down: PGs undersized. The flags go in this very decision, the SUSPEND waits.
+    let counted = sim.state.changes.len();
+    assert!(crate::enforcer::decide::limit_wait(&sim.policy, &sim.state, sim.now) > 0.0);
+    // One OSD down: PGs undersized.
     sim.now += 15.0;
     let a = sim.step(undersized(350.0));
-    assert!(a.is_none(), "rate-limited: {a:?}");
     assert!(sim.state.ladder.pause.is_none());
+    assert_eq!(sim.state.changes.len(), counted, "not counted");
     let ended = sim
         .notes
         .iter()
@@ -224,8 +229,8 @@ fn redundancy_at_risk_ends_the_pause_at_once_even_when_a_change_must_wait() {
         "{}",
         ended.message
     );
-    // When it comes, the suspension also lifts the recovery limit.
-    let actions = sim.run(&undersized(350.0), 3000);
+    // The suspension also lifts the recovery limit.
+    let actions: Vec<Action> = a.into_iter().collect();
     assert_eq!(kinds(&actions), vec![ActionKind::Suspend]);
     let keys: Vec<(&str, Option<&str>)> = actions[0]
         .changes
@@ -477,20 +482,25 @@ fn no_pause_with_pgs_undersized_even_when_only_pools_at_min_size_suspend() {
             && n.message.contains("no pause while redundancy is reduced")));
 }
 
+/// A flapping OSD has used the hour's changes up: SUSPEND still goes at the first cycle that
+/// sees PGs undersized, and when redundancy is back the steps down go too (the throttle's
+/// steps up wait for the hour).
 #[test]
-fn the_ladder_leaves_the_hours_last_change_to_suspend() {
+fn suspend_goes_at_once_with_the_hours_changes_used_up() {
     let mut p = policy();
     p.breach_for = Duration::from_secs(0);
     p.min_interval = Duration::from_secs(60);
-    p.max_changes_per_hour = 3;
+    p.max_changes_per_hour = 2;
     p.ladder.settle = Duration::from_secs(60);
     let mut sim = Sim::new(p);
-    // Throttle and one escalation: the third change of the hour is kept for SUSPEND.
     sim.run(&recovering(350.0), 10 * 60);
     let kinds_now: Vec<ActionKind> = sim.actions.iter().map(|(_, a)| a.kind).collect();
     assert_eq!(kinds_now, vec![ActionKind::Throttle, ActionKind::Escalate]);
-    let actions = sim.run(&undersized(350.0), 2 * 60);
-    assert_eq!(kinds(&actions), vec![ActionKind::Suspend]);
+    assert!(crate::enforcer::decide::limit_wait(&sim.policy, &sim.state, sim.now) > 600.0);
+    sim.now += 15.0;
+    let a = sim.step(undersized(350.0));
+    assert_eq!(a.map(|a| a.kind), Some(ActionKind::Suspend));
+    assert_eq!(sim.state.changes.len(), 2, "SUSPEND is not counted");
 }
 
 #[test]

@@ -26,6 +26,7 @@ pub mod observation;
 pub mod outcome;
 pub mod pause;
 pub mod policy;
+pub mod redundancy;
 pub mod state;
 pub mod types;
 pub mod unowned;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::ceph::parse::status::RecoveryCounts;
 use crate::ceph::parse::versions::OsdVersion;
-use crate::collect::safety::pool_safety;
+use crate::collect::safety::{self, pool_safety, PgSafety};
 use crate::collect::Snapshot;
 
 /// The op queue the OSDs run.
@@ -54,6 +54,8 @@ pub struct Observation {
     pub recovery_rate: Option<f64>,
     pub undersized_pgs: u64,
     pub pools_at_min_size: Vec<String>,
+    /// What the PG states say about redundancy (see `redundancy.rs`).
+    pub pg_safety: PgSafety,
     pub op_queue: OpQueue,
     /// The profile each OSD really runs (those that answered).
     pub osd_profiles: BTreeMap<String, String>,
@@ -158,6 +160,7 @@ impl Observation {
             recovery_rate: None,
             undersized_pgs: 0,
             pools_at_min_size: Vec::new(),
+            pg_safety: PgSafety::default(),
             op_queue: OpQueue::Mclock,
             osd_profiles: BTreeMap::new(),
             osds: None,
@@ -227,16 +230,53 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.pgs_recovering = counts.pgs_moving;
         obs.undersized_pgs = counts.undersized_pgs;
         obs.osds = s.status.num_osds.zip(s.status.num_up_osds);
+        let (cannot_serve, inactive) = safety::from_states(&s.status.pgs_by_state);
+        obs.pg_safety.cannot_serve = cannot_serve;
+        obs.pg_safety.inactive = inactive;
+        // Blind, never healthy: PG states that are missing or not current say nothing of
+        // redundancy.
+        if s.status.pgs_by_state.is_empty() && s.status.num_pgs > 0 {
+            stale.push(format!(
+                "`ceph status` lists no PG states while the cluster has {} PGs: redundancy cannot be judged",
+                s.status.num_pgs
+            ));
+        }
+        if s.status.mgr_available == Some(false) {
+            stale.push(
+                "no mgr is active: the PG states in `ceph status` are the last an mgr reported, not the cluster's now".to_string(),
+            );
+        }
     }
     if let (Some(pools), Some(pgs)) = (
         snapshot.fresh(&snapshot.pools, now),
         snapshot.fresh(&snapshot.undersized_pgs, now),
     ) {
-        obs.pools_at_min_size = pool_safety(pools, pgs)
-            .into_iter()
+        let safety = pool_safety(pools, pgs);
+        obs.pools_at_min_size = safety
+            .iter()
             .filter(|p| p.at_min_size())
-            .map(|p| p.pool.name)
+            .map(|p| p.pool.name.clone())
             .collect();
+        obs.pg_safety.degraded_at_min_size = safety
+            .iter()
+            .filter_map(|p| {
+                p.pgs_degraded_at_min_size()
+                    .filter(|n| *n > 0)
+                    .map(|n| (p.pool.name.clone(), n))
+            })
+            .collect();
+        // The listing did not place the degraded PGs (`pg ls undersized`): any of them may be
+        // in a pool one copy from min_size.
+        if pgs.degraded_by_pool.is_none() && safety.iter().any(|p| p.one_copy_from_min_size()) {
+            obs.pg_safety.degraded_unplaced =
+                snapshot.fresh(&snapshot.status, now).map_or(0, |s| {
+                    s.status
+                        .pg_state_word_counts()
+                        .get("degraded")
+                        .copied()
+                        .unwrap_or(0)
+                });
+        }
     }
     if let Some(scheds) = snapshot.fresh(&snapshot.schedulers, now) {
         let queues: std::collections::BTreeSet<&str> = scheds

@@ -864,9 +864,10 @@ fn apply_result(
         });
     } else {
         state.retry = None;
-        // A restore does not count against the change limits (see `decide::to_action`).
+        // Only the steps that slow recovery count against the change limits (see
+        // `ActionKind::limited`).
         if !action.changes.is_empty()
-            && !action.kind.gives_back()
+            && action.kind.limited()
             && !super::decide::to_originals(&state, &action.changes)
         {
             state.changes.push(now);

@@ -83,7 +83,12 @@ impl fmt::Display for BaselineSpec {
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum SuspendWhen {
-    /// Any PG undersized (fewer copies than the pool size).
+    /// The policy's rule: some object has at most min_size copies (a PG undersized, or degraded
+    /// in a pool where one missing copy leaves min_size), or some PG cannot serve I/O (down,
+    /// incomplete, stale, unknown, or inactive for longer than peering takes). See
+    /// `redundancy.rs`.
+    RedundancyAtRisk,
+    /// Narrower: any PG undersized (fewer copies than the pool size).
     AnyUndersized,
     /// Any pool with a PG at or below min_size.
     PoolAtMinSize,
@@ -92,6 +97,7 @@ pub enum SuspendWhen {
 impl SuspendWhen {
     pub fn as_str(self) -> &'static str {
         match self {
+            SuspendWhen::RedundancyAtRisk => "redundancy_at_risk",
             SuspendWhen::AnyUndersized => "any_undersized",
             SuspendWhen::PoolAtMinSize => "pool_at_min_size",
         }
@@ -221,7 +227,7 @@ impl Default for Policy {
             multiplier: 2.0,
             breach_for: Duration::from_secs(30),
             latency_window: Duration::from_secs(60),
-            suspend_when: SuspendWhen::AnyUndersized,
+            suspend_when: SuspendWhen::RedundancyAtRisk,
             throttle_profile: "high_client_ops".into(),
             suspend_profile: "high_recovery_ops".into(),
             wpq_levers: BTreeMap::from([

@@ -50,14 +50,22 @@ impl ActionKind {
         self.event().as_str()
     }
 
-    /// Puts the operator's values back (RESTORE, BLIND, and RESUME, which ends a suspension):
-    /// never held or counted by the change limits. They exist to stop the enforcer flapping the
-    /// cluster; a RESUME only follows a SUSPEND, which is limited.
+    /// Puts the operator's values back (RESTORE, BLIND, and RESUME, which ends a suspension).
     pub fn gives_back(self) -> bool {
         matches!(
             self,
             ActionKind::Restore | ActionKind::BlindRestore | ActionKind::Resume
         )
+    }
+
+    /// Whether the change limits (`--enforcer.min-interval`, `--enforcer.max-changes-per-hour`)
+    /// hold and count it: only the steps that slow recovery down (THROTTLE, ESCALATE). Every
+    /// step back towards recovery (SUSPEND, DESCEND) and every give-back goes at once and is
+    /// not counted: the limits exist to stop the enforcer flapping the cluster, never to keep
+    /// recovery slowed while redundancy is at risk (a flapping OSD could otherwise use up the
+    /// hour's budget and hold SUSPEND back for up to an hour).
+    pub fn limited(self) -> bool {
+        matches!(self, ActionKind::Throttle | ActionKind::Escalate)
     }
 }
 
@@ -337,6 +345,11 @@ pub struct EnforcerState {
     /// each decision afresh (not persisted).
     #[serde(skip)]
     pub deferred: Option<(ActionKind, Time)>,
+    /// Since when some PG has been inactive (peering, activating) without a break: that puts
+    /// redundancy at risk once it lasts `redundancy::INACTIVE_GRACE`. Not persisted: after a
+    /// restart the grace starts again.
+    #[serde(skip)]
+    pub inactive_since: Option<Time>,
     /// What the enforcer learned about this cluster (kept across recoveries and restarts).
     pub memory: ClusterMemory,
     /// The backfill lever's record: every upmap entry it added (in it before it is added,

@@ -513,29 +513,38 @@ fn b8_failed_actions_retry_with_backoff() {
     assert!(state.changes.is_empty(), "failures are not changes");
 }
 
+/// The change limits hold the steps that slow recovery (here a second THROTTLE after a
+/// RESUME), and say until when; never a SUSPEND.
 #[test]
 fn b9_rate_limit_defers_and_says_when() {
+    let kinds = |a: &[Action]| a.iter().map(|a| a.kind).collect::<Vec<_>>();
     let mut p = policy();
     p.breach_for = Duration::from_secs(0);
     let mut sim = Sim::new(p);
     sim.run(&recovering(50.0), 30);
     assert_eq!(sim.actions.len(), 1);
-    // Undersized right after the throttle: suspension waits for min_interval (5m).
-    let actions = sim.run(&undersized(50.0), 4 * 60);
-    assert!(actions.is_empty());
+    // Undersized right after the throttle: the suspension goes at once.
+    let actions = sim.run(&undersized(50.0), 15);
+    assert_eq!(kinds(&actions), vec![ActionKind::Suspend]);
+    // Redundancy back: RESUME gives the operator's profile back at once; the throttle that
+    // follows waits for min_interval (5m) after the first one.
+    let actions = sim.run(&recovering(50.0), 15);
+    assert_eq!(kinds(&actions), vec![ActionKind::Resume]);
+    let actions = sim.run(&recovering(50.0), 3 * 60);
+    assert!(actions.is_empty(), "{actions:?}");
     let note = sim
         .notes
         .iter()
         .find(|n| n.event == "RATE_LIMITED")
         .expect("rate-limit note");
     assert!(
-        note.message.starts_with("SUSPEND deferred"),
+        note.message.starts_with("THROTTLE deferred"),
         "{}",
         note.message
     );
-    let actions = sim.run(&undersized(50.0), 60);
-    assert_eq!(actions.len(), 1);
-    assert!(sim.actions[1].0 - sim.actions[0].0 >= 300.0);
+    let actions = sim.run(&recovering(50.0), 2 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Throttle]);
+    assert!(sim.actions[3].0 - sim.actions[0].0 >= 300.0);
 }
 
 #[test]
@@ -650,7 +659,7 @@ proptest! {
             state = d.next.clone();
             // The pause rung: never paused on old data, without recovery or with redundancy at risk.
             let risk = match p.suspend_when {
-                SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
+                SuspendWhen::AnyUndersized | SuspendWhen::RedundancyAtRisk => obs.undersized_pgs > 0,
                 SuspendWhen::PoolAtMinSize => !obs.pools_at_min_size.is_empty(),
             };
             if obs.stale.is_some() || !obs.recovery_active() || risk {
@@ -671,7 +680,7 @@ proptest! {
                     prop_assert!(blind_for >= p.blind_restore_after.as_secs_f64(), "{blind_for}");
                 }
                 let at_risk = match p.suspend_when {
-                    SuspendWhen::AnyUndersized => obs.undersized_pgs > 0,
+                    SuspendWhen::AnyUndersized | SuspendWhen::RedundancyAtRisk => obs.undersized_pgs > 0,
                     SuspendWhen::PoolAtMinSize => !obs.pools_at_min_size.is_empty(),
                 };
                 // 4: never throttle while suspended.
@@ -682,7 +691,7 @@ proptest! {
                 // An action with nothing to change runs no command: not a change; giving the
                 // operator's values back (a RESTORE, or a step whose every change is one) is
                 // not limited either.
-                let restores = a.kind.gives_back() || super::decide::to_originals(&state, &a.changes);
+                let restores = !a.kind.limited() || super::decide::to_originals(&state, &a.changes);
                 if ok && !a.changes.is_empty() && !restores { change_times.push(now); }
                 state = outcome(&p, state, &a, if ok { Ok(()) } else { Err("x".into()) }, now);
             }

@@ -282,9 +282,9 @@ declare_settings! {
             flag: "enforcer.suspend-when",
             key: "suspend_when",
             value_name: "WHEN",
-            help: "When the bound is lifted: any_undersized or pool_at_min_size",
-            default(Policy::default().suspend_when => "any_undersized"),
-            note: "or `pool_at_min_size`",
+            help: "When the bound is lifted: redundancy_at_risk (some object at min_size copies or fewer, or a PG that cannot serve I/O), or the narrower any_undersized or pool_at_min_size",
+            default(Policy::default().suspend_when => "redundancy_at_risk"),
+            note: "or the narrower `any_undersized`, `pool_at_min_size` ([enforcer.md](enforcer.md#redundancy-at-risk))",
         }
         throttle_profile: String {
             flag: "enforcer.throttle-profile",

@@ -64,11 +64,36 @@ impl PgBrief {
 pub struct UndersizedPgs {
     /// Pool id -> (live acting members -> PGs).
     pub by_pool: BTreeMap<u64, BTreeMap<usize, u64>>,
+    /// Pool id -> degraded PGs (some object has fewer copies than the pool's size), when the
+    /// listing held every PG (`pg dump pgs_brief`); `None` when it held only undersized ones
+    /// (`pg ls undersized`, the fallback), which says nothing of the degraded PGs with a full
+    /// acting set (an OSD back from a restart, recovering from its log).
+    pub degraded_by_pool: Option<BTreeMap<u64, u64>>,
 }
 
 impl UndersizedPgs {
-    /// Counts `pg` if it is undersized.
+    /// An empty tally of a listing that holds every PG: degraded PGs are counted too.
+    pub fn of_every_pg() -> Self {
+        Self {
+            by_pool: BTreeMap::new(),
+            degraded_by_pool: Some(BTreeMap::new()),
+        }
+    }
+
+    /// Degraded PGs of `pool`; `None` when the listing did not say.
+    pub fn degraded_in(&self, pool: u64) -> Option<u64> {
+        self.degraded_by_pool
+            .as_ref()
+            .map(|m| m.get(&pool).copied().unwrap_or(0))
+    }
+
+    /// Counts `pg` if it is undersized (and, for a listing of every PG, if it is degraded).
     pub fn add(&mut self, pg: &PgBrief) {
+        if let Some(degraded) = self.degraded_by_pool.as_mut() {
+            if pg.has_state("degraded") {
+                *degraded.entry(pg.pool_id).or_insert(0) += 1;
+            }
+        }
         if pg.has_state("undersized") {
             *self
                 .by_pool
@@ -114,7 +139,7 @@ pub fn parse(out: &[u8]) -> Result<Vec<PgBrief>, ParseError> {
 /// PGs is built, whatever its length. `pg dump pgs_brief` lists every PG of the cluster, ~110
 /// bytes each: this is what keeps reading it bounded by the reply itself.
 pub fn undersized(out: &[u8]) -> Result<UndersizedPgs, ParseError> {
-    let mut tally = UndersizedPgs::default();
+    let mut tally = UndersizedPgs::of_every_pg();
     for_each(out, &mut |pg| tally.add(&pg))?;
     Ok(tally)
 }
@@ -880,7 +905,7 @@ mod tests {
         for state in STATES {
             let brief = tally(&format!("{state}/ceph_pg_dump_pgs_brief.json"));
             let ls = tally(&format!("{state}/ceph_pg_ls_undersized.json"));
-            assert_eq!(brief, ls, "{state}");
+            assert_eq!(brief.by_pool, ls.by_pool, "{state}");
         }
         // undersized/events.txt: osd.2 stopped with noout; every undersized PG has 2 of 3.
         let t = tally("undersized/ceph_pg_dump_pgs_brief.json");
@@ -900,7 +925,7 @@ mod tests {
         assert_eq!(tally("recovery/ceph_pg_dump_pgs_brief.json").total(), 24);
         assert_eq!(
             tally("healthy-idle/ceph_pg_dump_pgs_brief.json"),
-            UndersizedPgs::default()
+            UndersizedPgs::of_every_pg()
         );
         assert_eq!(tally("lab/osd3-down.pg-ls-undersized.out").total(), 25);
     }
@@ -911,7 +936,7 @@ mod tests {
         for state in STATES {
             for f in ["ceph_pg_dump_pgs_brief.json", "ceph_pg_ls_undersized.json"] {
                 let rel = format!("{state}/{f}");
-                let mut by_list = UndersizedPgs::default();
+                let mut by_list = UndersizedPgs::of_every_pg();
                 for pg in parse_fixture(&rel) {
                     by_list.add(&pg);
                 }
