@@ -26,4 +26,4 @@ pub use plan::{
     balancer_step, hold_items, lever_refusal, pg_refusal_by_state, plan, BalancerStep,
     LeverRefusal, PgRefusal, Plan, PlannedHold, RELEASE_GAP,
 };
-pub use record::{undo, Forget, HeldPg, Record, RecordError, Undo};
+pub use record::{undo, Forget, HeldPg, Record, RecordError, Trim, Undo};

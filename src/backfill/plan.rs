@@ -41,7 +41,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::record::{classify, set_items_command, Forget, Record, PG_STATS_LAG};
+use super::record::{classify, set_items_command, Forget, Record, Trim, PG_STATS_LAG};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{
     items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
@@ -469,6 +469,9 @@ pub struct Plan {
     pub on_the_way: Vec<PgId>,
     /// Record entries to drop without touching the cluster (gone, or changed by someone).
     pub forget: Vec<(PgId, Forget)>,
+    /// Saved items naming OSDs that are gone, to drop from the record before the releases
+    /// ([`Record::apply_trims`]).
+    pub trim: Vec<(PgId, Trim)>,
     /// PGs that backfill and are not held, with why.
     pub refused: Vec<(PgId, PgRefusal)>,
 }
@@ -522,6 +525,7 @@ pub fn plan(
     };
     let classified = classify(map, record);
     out.forget = classified.forget;
+    out.trim = classified.trim;
     let ours = classified.ours;
     out.held = ours.len();
     let by_id = by_id(pgs);
@@ -538,6 +542,7 @@ pub fn plan(
         } else {
             // Another cluster's record is left as it is, its releases on their way included.
             out.forget.clear();
+            out.trim.clear();
             out.on_the_way = record.releasing.keys().copied().collect();
         }
         out.backfilling_after = out.backfilling;
