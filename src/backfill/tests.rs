@@ -578,6 +578,37 @@ fn a_release_that_failed_goes_after_the_others() {
     assert_eq!(record.next_seq, seq, "not held: nothing to requeue");
 }
 
+/// Rule 8: the record is in the enforcer's stored state, read back at a takeover up to 1 MiB:
+/// at most MAX_HELD PGs are held, the rest backfill beside the N and are named with why.
+#[test]
+fn at_most_max_held_pgs_are_held() {
+    let mut map = one(2, upmap::PoolKind::Replicated);
+    map.pools.get_mut(&2).unwrap().pg_num = 4096;
+    let many = MAX_HELD + 50;
+    let pgs: Vec<PgBrief> = (0..many)
+        .map(|seed| brief(&format!("2.{seed:x}"), WAITING, &[0, 1, 2], &[0, 1, 3]))
+        .collect();
+    let first = plan(&pgs, &map, &Record::default(), 1, 0.0);
+    assert_eq!(first.hold.len(), MAX_HELD);
+    assert_eq!(first.refused.len(), 49);
+    assert!(first
+        .refused
+        .iter()
+        .all(|(_, r)| *r == PgRefusal::HeldEnough { most: MAX_HELD }));
+    // Held, they count: the next step holds none more, and says why for the rest.
+    let record = recorded(&map, &first);
+    let held = with_items(&map, &first);
+    let mut now = pgs.clone();
+    for h in &first.hold {
+        set_state(&mut now, &h.pgid.to_string(), "active+clean");
+    }
+    let next = plan(&now, &held, &record, 1, 0.0);
+    assert_eq!(
+        (next.held, next.hold.len(), next.refused.len()),
+        (MAX_HELD, 0, 49)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rule 1: states
 

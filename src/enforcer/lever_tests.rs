@@ -1590,3 +1590,151 @@ fn a_release_refused_for_another_reason_does_not_stop_the_others() {
         .unwrap();
     assert!(last_other < second, "tried again after the others");
 }
+
+// ---- The stored state stays bounded (issue 33.5).
+
+/// What the lease reads back of the stored state at a takeover (`lease::rados::MAX_STATE_BYTES`,
+/// in librados builds only).
+const LEASE_READ_CAP: usize = 1 << 20;
+/// What the stored state may weigh with 10,000 PGs refused by the lever: well under that.
+const STATE_BUDGET: usize = 64 << 10;
+
+#[cfg(feature = "librados")]
+#[test]
+fn the_lease_read_cap_is_the_one_measured_against() {
+    assert_eq!(LEASE_READ_CAP, crate::lease::rados::MAX_STATE_BYTES);
+}
+
+/// The lab's rebalance, and beside it `refused` PGs of a pool 4 that the lever cannot hold
+/// (`forced_backfill`, a state it does not hold through), `spare` more of them clean: each
+/// cycle [`rotate_refused`] makes a different set backfill.
+fn rebalance_with_refused(refused: u32, spare: u32) -> FakeUpmap {
+    let mut c = rebalance();
+    let pool = c.map.pools[&2].clone();
+    c.map.pools.insert(
+        4,
+        upmap::PoolInfo {
+            name: "many".into(),
+            pg_num: 16384,
+            ..pool
+        },
+    );
+    for seed in 0..refused + spare {
+        c.pgs.push(pgs::PgBrief {
+            pgid: format!("4.{seed:x}"),
+            pool_id: 4,
+            state: "active+clean".into(),
+            up: vec![Some(0), Some(1), Some(2)],
+            acting: vec![Some(0), Some(1), Some(3)],
+        });
+    }
+    rotate_refused(&mut c, refused, 0);
+    c
+}
+
+/// The `refused` PGs of pool 4 from the `shift`-th on (wrapping) backfill, the rest are clean.
+fn rotate_refused(c: &mut FakeUpmap, refused: u32, shift: u32) {
+    let all: Vec<&mut pgs::PgBrief> = c.pgs.iter_mut().filter(|p| p.pool_id == 4).collect();
+    let n = all.len() as u32;
+    for (i, pg) in all.into_iter().enumerate() {
+        let at = (i as u32 + n - shift % n) % n;
+        pg.state = if at < refused {
+            "active+remapped+backfilling+forced_backfill".into()
+        } else {
+            "active+clean".into()
+        };
+    }
+}
+
+/// 10,000 PGs the lever could hold wait for backfill: it holds MAX_HELD of them, the rest
+/// backfill beside the N (named with why), and the stored state stays under half the lease's
+/// read cap. The figure is in docs/benchmarks.md.
+#[test]
+fn the_stored_state_stays_under_the_read_cap_with_10000_pgs_to_hold() {
+    let mut c = rebalance_with_refused(0, 10_000);
+    for pg in c.pgs.iter_mut().filter(|p| p.pool_id == 4) {
+        pg.state = "active+remapped+backfill_wait".into();
+    }
+    let mut sim = LeverSim::new(lever_policy(), c);
+    to_the_lever(&mut sim, 36.0);
+    let mut largest = 0;
+    for _ in 0..10 {
+        sim.run_for(15, Some(30.0));
+        largest = largest.max(sim.state.to_bytes().unwrap().len());
+    }
+    eprintln!(
+        "stored state with 10000 PGs to hold: largest {largest} bytes; {} PGs held",
+        sim.held()
+    );
+    assert_eq!(sim.held(), crate::backfill::MAX_HELD);
+    assert!(largest < LEASE_READ_CAP / 2, "{largest} bytes");
+    // The rest are named, with why (again only when the set changes, here with N).
+    let unheld = messages_of(&sim, "BACKFILL_LIMIT")
+        .into_iter()
+        .filter(|m| m.contains("the most its stored state keeps"))
+        .count();
+    assert!((1..=10).contains(&unheld), "{unheld}");
+    assert!(sim.state.noted.len() < 16, "{:?}", sim.state.noted);
+}
+
+/// 10,000 PGs the lever cannot hold backfill beside its N, a different set each cycle (an OSD
+/// drained with `osd out` gives that): 200 cycles later the stored state is still well under
+/// the budget, and its one-shot notes a handful. Before issue 33 each set added its PG ids to
+/// `noted` (`lever_unheld:<ids>`, some 60 KB a cycle here), and the state passed the lease's
+/// 1 MiB read cap within 20 cycles. The figure is in docs/benchmarks.md.
+#[test]
+fn the_stored_state_stays_small_with_10000_pgs_refused() {
+    const REFUSED: u32 = 10_000;
+    let mut sim = LeverSim::new(lever_policy(), rebalance_with_refused(REFUSED, 500));
+    to_the_lever(&mut sim, 36.0);
+    let held = sim.held();
+    assert!(held > 0 && sim.state.ladder.rung >= LEVER_RUNG);
+    let mut largest = 0;
+    for cycle in 1..=200 {
+        rotate_refused(&mut sim.cluster, REFUSED, cycle);
+        // Within the bound, over the aim: N stays, nothing is released.
+        sim.run_for(15, Some(30.0));
+        largest = largest.max(sim.state.to_bytes().unwrap().len());
+    }
+    let unheld = messages_of(&sim, "BACKFILL_LIMIT")
+        .into_iter()
+        .filter(|m| m.contains("cannot be held"))
+        .count();
+    let per_held = serde_json::to_vec_pretty(&sim.state.backfill.held)
+        .unwrap()
+        .len()
+        / sim.held().max(1);
+    eprintln!(
+        "stored state with {REFUSED} PGs refused, 200 cycles: largest {largest} bytes; {} notes; {} PGs held, {per_held} bytes each",
+        sim.state.noted.len(),
+        sim.held()
+    );
+    assert!(largest < STATE_BUDGET, "{largest} bytes");
+    assert!(sim.state.noted.len() < 16, "{:?}", sim.state.noted);
+    // Still said, once per situation: each cycle's set is a new one.
+    assert!(unheld >= 200, "{unheld}");
+}
+
+/// The one-shot notes keep at most NOTED_PER_KIND keys of a kind and no long key: a kind whose
+/// detail varies without end (a count, a set) cannot grow the stored state.
+#[test]
+fn one_shot_notes_are_bounded_per_kind_and_in_length() {
+    let mut state = EnforcerState::default();
+    for i in 0..100 {
+        assert!(state.note(format!("kind:{i}")), "new: said");
+        assert!(!state.note(format!("kind:{i}")), "known: not said again");
+    }
+    assert_eq!(state.noted.len(), NOTED_PER_KIND);
+    assert!(state.note("other"), "another kind keeps its own");
+    let long = format!("lever_skip:{}", "no PG can be held; ".repeat(40));
+    assert!(state.note(long.clone()));
+    assert!(!state.note(long));
+    assert!(
+        state.noted.iter().all(|k| k.len() <= NOTED_KEY_MAX),
+        "{:?}",
+        state.noted
+    );
+    // FNV-1a's published values: the digest does not change with the build.
+    assert_eq!(digest(""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(digest("a"), 0xaf63_dc4c_8601_ec8c);
+}

@@ -245,7 +245,7 @@ fn backfill_outcome(
     match outcome {
         Outcome::Simulated => {
             let key = format!("lever_would:{}:{}:{}", b.why, b.hold.len(), b.release.len());
-            if after.next.noted.insert(key) {
+            if after.next.note(key) {
                 let mut what = Vec::new();
                 if !b.hold.is_empty() {
                     what.push(format!(
