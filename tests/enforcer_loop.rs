@@ -1016,6 +1016,57 @@ async fn the_lever_holds_its_pgs_together() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// PGs gone under the holds (issue 33): the EC pool deleted (the monitors drop its upmap
+/// entries with it) and the newest held PG of the other merged away by a pg_num reduction
+/// (its entry still listed). SHUTDOWN drops them from the record without a command (the fake
+/// monitors would refuse one with the lab's ENOENT), releases every other and puts the
+/// balancer back: the stored state holds nothing.
+#[tokio::test(start_paused = true)]
+async fn pgs_gone_under_the_holds_leave_the_record_and_the_rest_is_handed_back() {
+    use ceph_recovery_budget::ceph::parse::upmap::PgId;
+    let file = temp_state("lever-gone");
+    let mut rig = lever_rig(&file, Duration::ZERO);
+    to_rung3(&mut rig).await;
+    let held: Vec<PgId> = rig.enforcer.state().backfill.held.keys().copied().collect();
+    assert!(held.iter().any(|id| id.pool == 3), "{held:?}");
+    let merged = held
+        .iter()
+        .filter(|id| id.pool == 2)
+        .max_by_key(|id| id.seed)
+        .copied()
+        .expect("a held PG of pool 2");
+    {
+        let mut guard = rig.cluster.actor.upmap.lock().unwrap();
+        let c = guard.as_mut().unwrap();
+        c.map.pools.remove(&3);
+        c.map.pg_upmap_items.retain(|id, _| id.pool != 3);
+        c.pgs.retain(|p| p.pool_id != 3);
+        let pg_num = u64::from(merged.seed);
+        c.map.pools.get_mut(&2).unwrap().pg_num = pg_num;
+        c.pgs.retain(|p| {
+            p.pgid
+                .parse::<PgId>()
+                .is_ok_and(|id| id.pool != 2 || u64::from(id.seed) < pg_num)
+        });
+        c.map.epoch += 1;
+    }
+    let from = rig.commands().len();
+    rig.enforcer.shut_down().await;
+    let cmds = commands_since(&rig, from);
+    for id in &held {
+        let released = cmds.iter().any(|c| c.ends_with(&format!(" {id}")));
+        assert_eq!(released, id.pool == 2 && *id != merged, "{id}: {cmds:?}");
+    }
+    let cluster = rig.cluster.actor.upmap_now().unwrap();
+    assert!(cluster.balancer.as_ref().unwrap().active, "{cmds:?}");
+    assert!(
+        saved(&file).backfill.is_empty(),
+        "{:?}",
+        saved(&file).backfill
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
 // ---- Clean exit (SIGTERM, SIGINT): what `--enforcer.on-exit` hands back, within the deadline.
 
 /// The commands the actor ran from the `from`-th on.

@@ -24,6 +24,6 @@ mod tests;
 
 pub use plan::{
     balancer_step, hold_items, lever_refusal, pg_refusal_by_state, plan, BalancerStep,
-    LeverRefusal, PgRefusal, Plan, PlannedHold, RELEASE_GAP,
+    LeverRefusal, PgRefusal, Plan, PlannedHold, MAX_HELD, RELEASE_GAP,
 };
-pub use record::{undo, Forget, HeldPg, Record, RecordError, Undo};
+pub use record::{undo, Forget, HeldPg, Record, RecordError, Trim, Undo};

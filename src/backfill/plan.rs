@@ -24,6 +24,7 @@
 //!    must be the acting set, and every target OSD up, in and of non-zero reweight (Ceph ignores
 //!    an item whose target has reweight 0).
 //! 7. A record of another cluster (fsid) is never acted on.
+//! 8. At most [`MAX_HELD`] PGs are held: the record must fit the enforcer's stored state.
 //!
 //! Counting: a PG "backfills" when its state has `backfilling`, `backfill_wait` or
 //! `backfill_toofull` (one waiting starts as soon as a reservation frees). Held PGs are
@@ -41,7 +42,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::record::{classify, set_items_command, Forget, Record, PG_STATS_LAG};
+use super::record::{classify, set_items_command, Forget, Record, Trim, PG_STATS_LAG};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{
     items_text, release_rank, BalancerStatus, PgId, PoolKind, UpmapItem, UpmapView,
@@ -58,6 +59,14 @@ pub const RELEASE_SETTLES: f64 = 60.0;
 /// re-peers its PG, and on the lab every 10-s window with two releases in it went far over the
 /// bound (751, 776, 1082 ms) while one release alone mostly stayed within. One latency window.
 pub const RELEASE_GAP: f64 = 10.0;
+
+/// The most PGs the lever holds at once. Its record is in the enforcer's stored state, which a
+/// takeover reads back up to 1 MiB (`lease::rados::MAX_STATE_BYTES`); a held PG takes about 300
+/// bytes there (pretty-printed, with its up and acting sets: docs/benchmarks.md), so 1,000 take
+/// about 300 KiB. Released one per window, 1,000 take nearly three hours anyway. PGs past it
+/// backfill beside the N ([`PgRefusal::HeldEnough`], named in the log with the others that
+/// cannot be held).
+pub const MAX_HELD: usize = 1_000;
 
 /// Why the lever does nothing at all (and releases what it holds, except for another cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -128,6 +137,8 @@ pub enum PgRefusal {
     Target { osd: u32, why: String },
     /// The mapping would not give the acting set (an EC permutation, ...).
     Mapping { detail: String },
+    /// The lever holds [`MAX_HELD`] PGs already.
+    HeldEnough { most: usize },
 }
 
 impl fmt::Display for PgRefusal {
@@ -149,6 +160,10 @@ impl fmt::Display for PgRefusal {
             PgRefusal::NothingToMap => write!(f, "up is the acting set already"),
             PgRefusal::Target { osd, why } => write!(f, "osd.{osd} {why}"),
             PgRefusal::Mapping { detail } => f.write_str(detail),
+            PgRefusal::HeldEnough { most } => write!(
+                f,
+                "the lever holds {most} PGs already, the most its stored state keeps"
+            ),
         }
     }
 }
@@ -469,6 +484,9 @@ pub struct Plan {
     pub on_the_way: Vec<PgId>,
     /// Record entries to drop without touching the cluster (gone, or changed by someone).
     pub forget: Vec<(PgId, Forget)>,
+    /// Saved items naming OSDs that are gone, to drop from the record before the releases
+    /// ([`Record::apply_trims`]).
+    pub trim: Vec<(PgId, Trim)>,
     /// PGs that backfill and are not held, with why.
     pub refused: Vec<(PgId, PgRefusal)>,
 }
@@ -522,14 +540,17 @@ pub fn plan(
     };
     let classified = classify(map, record);
     out.forget = classified.forget;
+    out.trim = classified.trim;
     let ours = classified.ours;
+    // Looked up for every PG of the dump: a set, not the list.
+    let ours_set: BTreeSet<PgId> = ours.iter().copied().collect();
     out.held = ours.len();
     let by_id = by_id(pgs);
     out.on_the_way = on_the_way_in(&by_id, record, now);
     out.backfilling = pgs
         .iter()
         .filter(|p| backfills(p))
-        .filter(|p| p.pgid.parse().is_ok_and(|id: PgId| !ours.contains(&id)))
+        .filter(|p| p.pgid.parse().is_ok_and(|id: PgId| !ours_set.contains(&id)))
         .count();
     out.refusal = lever_refusal(pgs, map, record);
     if let Some(refusal) = &out.refusal {
@@ -538,6 +559,7 @@ pub fn plan(
         } else {
             // Another cluster's record is left as it is, its releases on their way included.
             out.forget.clear();
+            out.trim.clear();
             out.on_the_way = record.releasing.keys().copied().collect();
         }
         out.backfilling_after = out.backfilling;
@@ -559,7 +581,7 @@ pub fn plan(
         let Ok(id) = pg.pgid.parse::<PgId>() else {
             continue;
         };
-        if ours.contains(&id) {
+        if ours_set.contains(&id) {
             continue;
         }
         let checked = match pg_refusal_by_state(pg) {
@@ -588,11 +610,11 @@ pub fn plan(
     let excess = out.backfilling.saturating_sub(max_backfills);
     if excess > 0 {
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.pgid.cmp(&b.1.pgid)));
-        out.hold = candidates
-            .into_iter()
-            .take(excess)
-            .map(|(_, h)| h)
-            .collect();
+        let room = MAX_HELD.saturating_sub(out.held);
+        let mut wanted = candidates.into_iter().take(excess).map(|(_, h)| h);
+        out.hold = wanted.by_ref().take(room).collect();
+        out.refused
+            .extend(wanted.map(|h| (h.pgid, PgRefusal::HeldEnough { most: MAX_HELD })));
     } else {
         // Those released lately and still on their way take their place: fewer go now.
         let room = max_backfills.saturating_sub(out.backfilling + out.on_the_way.len());
@@ -600,7 +622,7 @@ pub fn plan(
         let more: Vec<PgId> = record
             .oldest_first()
             .into_iter()
-            .filter(|id| ours.contains(id) && !release.contains(id))
+            .filter(|id| ours_set.contains(id) && !release.contains(id))
             .take(more)
             .collect();
         out.room = more.len();

@@ -13,6 +13,13 @@
 //!   forgets it when theirs are back ([`Forget::Restored`]).
 //! - someone changed the PG's items since (an operator, the balancer turned back on): they are
 //!   no longer ours alone; the undo leaves them and says so ([`Forget::Changed`]).
+//!
+//! Entries of what no longer exists end without a command, as the monitors' own
+//! `OSDMap::check_pg_upmaps` drops the upmap entries of PGs and OSDs that are gone: a PG whose
+//! pool was deleted ([`Forget::PoolGone`]) or that a pg_num reduction merged away
+//! ([`Forget::MergedAway`]) is forgotten, and saved items that name an OSD no longer in the map
+//! (purged) are not put back ([`Trim`]): the monitors refuse both with ENOENT, and asked again
+//! each cycle, the oldest entry would stop every other release.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -290,6 +297,38 @@ impl Record {
         set_items_command(pgid, &self.restore_items(pgid))
     }
 
+    /// A release of `pgid` failed: it goes after every other held PG, so that one the monitors
+    /// keep refusing never stops the others (releases go oldest first, one at a time).
+    pub fn requeue(&mut self, pgid: PgId) {
+        let seq = self.next_seq;
+        if let Some(held) = self.held.get_mut(&pgid) {
+            held.seq = seq;
+            self.next_seq += 1;
+        }
+    }
+
+    /// Drops from the items `pgid` had before its hold those that name one of `osds` (no
+    /// longer in the OSD map): the monitors refuse to put them back (`osd.N does not exist`).
+    /// Returns the items dropped.
+    pub fn trim(&mut self, pgid: PgId, osds: &[u32]) -> Vec<UpmapItem> {
+        let Some(held) = self.held.get_mut(&pgid) else {
+            return Vec::new();
+        };
+        let (dropped, kept) = held
+            .before
+            .iter()
+            .partition(|i| osds.contains(&i.from) || osds.contains(&i.to));
+        held.before = kept;
+        dropped
+    }
+
+    /// Each [`Trim`] of a plan or an undo, before its releases.
+    pub fn apply_trims(&mut self, trims: &[(PgId, Trim)]) {
+        for (id, t) in trims {
+            self.trim(*id, &t.osds);
+        }
+    }
+
     /// The held PGs, oldest first.
     pub fn oldest_first(&self) -> Vec<PgId> {
         let mut v: Vec<(u64, PgId)> = self.held.iter().map(|(id, h)| (h.seq, *id)).collect();
@@ -325,6 +364,13 @@ pub enum Forget {
     Changed { now: Vec<UpmapItem> },
     /// Its items are back as they were before the hold (put back, or the hold never applied).
     Restored { items: Vec<UpmapItem> },
+    /// Its pool is not in the OSD map: deleted, and the PG with it.
+    PoolGone,
+    /// Its seed is not below its pool's pg_num: a pg_num reduction merged it away.
+    MergedAway { pg_num: u64 },
+    /// The monitors refused its release with ENOENT (`pg 9.0 does not exist`, `pool of 9.0 is
+    /// pending removal`): gone since the OSD map the release was planned from.
+    NoSuchPg,
 }
 
 impl std::fmt::Display for Forget {
@@ -341,27 +387,95 @@ impl std::fmt::Display for Forget {
                 "its upmap items are {}, as before the hold",
                 crate::ceph::parse::upmap::items_text(items)
             ),
+            Forget::PoolGone => f.write_str(
+                "its pool is no longer in the OSD map (deleted): the PG and its upmap entries went with it",
+            ),
+            Forget::MergedAway { pg_num } => write!(
+                f,
+                "its pool has {pg_num} PGs now: merged away by a pg_num reduction, its upmap entries with it"
+            ),
+            Forget::NoSuchPg => f.write_str(
+                "Ceph says it does not exist (its pool deleted, or merged away by a pg_num reduction): nothing to release",
+            ),
         }
     }
 }
 
-/// The record's entries against the OSD map: ours still in place (oldest first), and those to
-/// forget.
+/// Saved items of a held PG (its items before the hold, put back on release) that name OSDs no
+/// longer in the OSD map (purged): dropped from the record without a command. The monitors
+/// refuse to put them back (`Error ENOENT: osd.42 does not exist`), and would have dropped
+/// them anyway (`OSDMap::check_pg_upmaps` cancels an item whose source CRUSH no longer has or
+/// whose target is out); the release puts back the rest, or removes the entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trim {
+    pub osds: Vec<u32>,
+    pub dropped: Vec<UpmapItem>,
+}
+
+impl std::fmt::Display for Trim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let osds: Vec<String> = self.osds.iter().map(|o| format!("osd.{o}")).collect();
+        write!(
+            f,
+            "{} no longer in the OSD map (purged): its upmap items before the hold {} are not put back",
+            osds.join(", "),
+            crate::ceph::parse::upmap::items_text(&self.dropped)
+        )
+    }
+}
+
+/// The record's entries against the OSD map: ours still in place (oldest first), those to
+/// forget, and the saved items of ours to trim.
 pub(crate) struct Classified {
     pub ours: Vec<PgId>,
     pub forget: Vec<(PgId, Forget)>,
+    pub trim: Vec<(PgId, Trim)>,
+}
+
+/// Whether the PG `id` exists in `map` (`OSDMap::pg_exists`): why not, if it does not.
+fn pg_gone(map: &UpmapView, id: PgId) -> Option<Forget> {
+    match map.pools.get(&id.pool) {
+        None => Some(Forget::PoolGone),
+        Some(pool) if u64::from(id.seed) >= pool.pg_num => Some(Forget::MergedAway {
+            pg_num: pool.pg_num,
+        }),
+        Some(_) => None,
+    }
 }
 
 pub(crate) fn classify(map: &UpmapView, record: &Record) -> Classified {
     let mut ours = Vec::new();
     let mut forget = Vec::new();
+    let mut trim = Vec::new();
     for id in record.oldest_first() {
         let Some(held) = record.held.get(&id) else {
             continue;
         };
+        // Before the items: the monitors refuse any command on a PG that is gone.
+        if let Some(gone) = pg_gone(map, id) {
+            forget.push((id, gone));
+            continue;
+        }
         // Empty items: theirs taken off, so no entry is what ours looks like.
         let now = map.pg_upmap_items.get(&id).cloned().unwrap_or_default();
         if now == held.items {
+            let mut osds: Vec<u32> = held
+                .before
+                .iter()
+                .flat_map(|i| [i.from, i.to])
+                .filter(|o| !map.osds.contains_key(o))
+                .collect();
+            osds.sort_unstable();
+            osds.dedup();
+            if !osds.is_empty() {
+                let dropped = held
+                    .before
+                    .iter()
+                    .filter(|i| osds.contains(&i.from) || osds.contains(&i.to))
+                    .copied()
+                    .collect();
+                trim.push((id, Trim { osds, dropped }));
+            }
             ours.push(id);
         } else if !held.before.is_empty() && now == held.before {
             forget.push((id, Forget::Restored { items: now }));
@@ -371,7 +485,7 @@ pub(crate) fn classify(map: &UpmapView, record: &Record) -> Classified {
             forget.push((id, Forget::Changed { now }));
         }
     }
-    Classified { ours, forget }
+    Classified { ours, forget, trim }
 }
 
 /// The removal of exactly ours.
@@ -381,6 +495,8 @@ pub struct Undo {
     pub remove: Vec<PgId>,
     /// Dropped from the record without a command.
     pub forget: Vec<(PgId, Forget)>,
+    /// Saved items to drop from the record (without a command) before the releases.
+    pub trim: Vec<(PgId, Trim)>,
     /// Held and not removed in this step (`at_most`).
     pub left: usize,
     /// Set when the record is of another cluster: nothing is touched.
@@ -388,7 +504,8 @@ pub struct Undo {
 }
 
 /// Plans the removal of the lever's entries: all of them, or the `at_most` oldest. The record's
-/// entries whose items are gone or changed are forgotten, never removed.
+/// entries whose items are gone or changed, or whose PG is, are forgotten, never removed; saved
+/// items naming OSDs that are gone are trimmed first ([`Record::apply_trims`]).
 pub fn undo(map: &UpmapView, record: &Record, at_most: Option<usize>) -> Undo {
     if let Some(fsid) = &record.fsid {
         if *fsid != map.fsid {
@@ -399,12 +516,13 @@ pub fn undo(map: &UpmapView, record: &Record, at_most: Option<usize>) -> Undo {
             };
         }
     }
-    let Classified { ours, forget } = classify(map, record);
+    let Classified { ours, forget, trim } = classify(map, record);
     let n = at_most.unwrap_or(usize::MAX).min(ours.len());
     Undo {
         left: ours.len() - n,
         remove: ours.into_iter().take(n).collect(),
         forget,
+        trim,
         other_cluster: None,
     }
 }

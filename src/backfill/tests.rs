@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::plan::{apply_upmap, backfills};
 use super::*;
 use crate::ceph::parse::pgs::{self, PgBrief};
-use crate::ceph::parse::test_support::fixture;
+use crate::ceph::parse::test_support::{fixture, fixture_str};
 use crate::ceph::parse::upmap::{
     self, items_text, BalancerStatus, OsdInfo, PgId, UpmapItem, UpmapView,
 };
@@ -465,6 +465,151 @@ fn a_record_of_another_cluster_is_never_acted_on() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// What no longer exists (issue 33): the monitors refuse any command on it (the lab's
+// 50-refuse: ENOENT, exit 2) and drop its upmap entries themselves (`OSDMap::check_pg_upmaps`);
+// the record drops or trims it without a command, and no entry stops the others' releases.
+
+/// The lab's ten holds at N = 1 (71-held-n1; the balancer's 2.1c and 2.1d are not ours),
+/// recorded from the map before.
+fn ten_held() -> (UpmapView, Record) {
+    let map = map_of("71-held-n1");
+    let mut record = Record::default();
+    for (id, its) in &map.pg_upmap_items {
+        if *id != pg("2.1c") && *id != pg("2.1d") {
+            record.hold(&map.fsid, *id, its.clone(), map.epoch - 1, vec![], vec![]);
+        }
+    }
+    (map, record)
+}
+
+fn forgotten(ids: &[&str], why: Forget) -> Vec<(PgId, Forget)> {
+    ids.iter().map(|id| (pg(id), why.clone())).collect()
+}
+
+#[test]
+fn held_pgs_that_no_longer_exist_are_forgotten_without_a_command() {
+    let (map, record) = ten_held();
+    let ours = ["2.7", "2.9", "2.11", "2.1b"].map(pg).to_vec();
+    let pool3 = ["3.0", "3.1", "3.2", "3.3", "3.4", "3.5"];
+    // Pool 3 (ec-test) deleted: the monitors drop its PGs' upmap entries with it.
+    let mut deleted = map.clone();
+    deleted.pools.remove(&3);
+    deleted.pg_upmap_items.retain(|id, _| id.pool != 3);
+    let u = undo(&deleted, &record, None);
+    assert_eq!(u.forget, forgotten(&pool3, Forget::PoolGone));
+    assert_eq!(u.remove, ours);
+    // The pool comes first: a map that still listed the entries would not make them ours.
+    let mut listed = map.clone();
+    listed.pools.remove(&3);
+    assert_eq!(
+        undo(&listed, &record, None).forget,
+        forgotten(&pool3, Forget::PoolGone)
+    );
+    // pg_num 8 -> 2: 3.2 to 3.5 merged away (their entries still listed, as until the
+    // monitors' next map); 3.0 and 3.1 are ours as before.
+    let mut merged = map.clone();
+    merged.pools.get_mut(&3).unwrap().pg_num = 2;
+    let u = undo(&merged, &record, None);
+    assert_eq!(
+        u.forget,
+        forgotten(&pool3[2..], Forget::MergedAway { pg_num: 2 })
+    );
+    let mut six = ours.clone();
+    six.extend([pg("3.0"), pg("3.1")]);
+    assert_eq!(u.remove, six);
+    // The same in a plan: neither counted as held nor released; the others go, oldest first.
+    let p = plan(&pgs_of("71-held-n1"), &merged, &record, 100, 0.0);
+    assert_eq!((p.held, &p.forget), (6, &u.forget));
+    assert_eq!(p.release, six);
+}
+
+/// A PG held over someone else's items keeps theirs to put back on release (rule 4). Theirs
+/// that name an OSD purged since cannot go back: the monitors refuse
+/// `ceph osd pg-upmap-items 2.b 1 42` (the lab's 50-refuse, `Error ENOENT: osd.42 does not
+/// exist`) every time, and would drop such an item from their map anyway. They leave the
+/// record, the rest goes back, and with none left the release removes the entry (which the
+/// lab's `rm-pg-upmap-items 2.b` did, exit 0, even with no entry there).
+#[test]
+fn saved_items_naming_an_osd_that_is_gone_are_not_put_back() {
+    let mut map = map_of("30-hold");
+    map.pg_upmap_items.remove(&pg("2.b"));
+    let mut record = Record::default();
+    for (id, before) in [
+        ("2.b", items(&[(1, 42)])),
+        ("2.d", items(&[(3, 0), (1, 42)])),
+    ] {
+        record.hold(&map.fsid, pg(id), vec![], 1, vec![], vec![]);
+        record.held.get_mut(&pg(id)).unwrap().before = before;
+    }
+    let refused = fixture_str("upmap/_index.tsv")
+        .lines()
+        .find(|l| l.starts_with("50-refuse.ceph_osd_pg-upmap-items_2.b_osd_42.txt\t"))
+        .and_then(|l| l.rsplit('\t').next())
+        .map(str::to_string);
+    assert_eq!(Some(record.release_command(pg("2.b"))), refused);
+    let u = undo(&map, &record, None);
+    let osd42 = Trim {
+        osds: vec![42],
+        dropped: items(&[(1, 42)]),
+    };
+    assert_eq!(u.trim, vec![(pg("2.b"), osd42.clone()), (pg("2.d"), osd42)]);
+    assert_eq!(u.remove, vec![pg("2.b"), pg("2.d")]);
+    assert!(u.forget.is_empty());
+    record.apply_trims(&u.trim);
+    assert_eq!(
+        record.release_command(pg("2.b")),
+        "ceph osd rm-pg-upmap-items 2.b"
+    );
+    assert_eq!(record.restore_items(pg("2.d")), items(&[(3, 0)]));
+    assert!(undo(&map, &record, None).trim.is_empty(), "trimmed once");
+}
+
+/// Releases go oldest first, one at a time: one whose release failed goes after the others,
+/// so that a PG the monitors keep refusing never stops the rest.
+#[test]
+fn a_release_that_failed_goes_after_the_others() {
+    let (map, mut record, pgs) = three_held();
+    assert_eq!(record.oldest_first(), ["2.9", "2.a", "2.b"].map(pg));
+    record.requeue(pg("2.9"));
+    assert_eq!(record.oldest_first(), ["2.a", "2.b", "2.9"].map(pg));
+    assert_eq!(plan(&pgs, &map, &record, 1, 0.0).release, vec![pg("2.a")]);
+    let seq = record.next_seq;
+    record.requeue(pg("7.7"));
+    assert_eq!(record.next_seq, seq, "not held: nothing to requeue");
+}
+
+/// Rule 8: the record is in the enforcer's stored state, read back at a takeover up to 1 MiB:
+/// at most MAX_HELD PGs are held, the rest backfill beside the N and are named with why.
+#[test]
+fn at_most_max_held_pgs_are_held() {
+    let mut map = one(2, upmap::PoolKind::Replicated);
+    map.pools.get_mut(&2).unwrap().pg_num = 4096;
+    let many = MAX_HELD + 50;
+    let pgs: Vec<PgBrief> = (0..many)
+        .map(|seed| brief(&format!("2.{seed:x}"), WAITING, &[0, 1, 2], &[0, 1, 3]))
+        .collect();
+    let first = plan(&pgs, &map, &Record::default(), 1, 0.0);
+    assert_eq!(first.hold.len(), MAX_HELD);
+    assert_eq!(first.refused.len(), 49);
+    assert!(first
+        .refused
+        .iter()
+        .all(|(_, r)| *r == PgRefusal::HeldEnough { most: MAX_HELD }));
+    // Held, they count: the next step holds none more, and says why for the rest.
+    let record = recorded(&map, &first);
+    let held = with_items(&map, &first);
+    let mut now = pgs.clone();
+    for h in &first.hold {
+        set_state(&mut now, &h.pgid.to_string(), "active+clean");
+    }
+    let next = plan(&now, &held, &record, 1, 0.0);
+    assert_eq!(
+        (next.held, next.hold.len(), next.refused.len()),
+        (MAX_HELD, 0, 49)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Rule 1: states
 
 #[test]
@@ -762,6 +907,7 @@ fn one(pool: u64, kind: upmap::PoolKind) -> UpmapView {
             kind,
             size: 3,
             min_size: 2,
+            pg_num: 32,
         },
     );
     for osd in 0..8 {

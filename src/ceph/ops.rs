@@ -41,6 +41,52 @@ impl OpsError {
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, OpsError::Ceph(CephError::PermissionDenied { .. }))
     }
+
+    /// What an upmap command was refused for naming ([`Missing`]), when the monitors said it
+    /// does not exist: asking again cannot work until the cluster changes back.
+    pub fn missing(&self) -> Option<Missing> {
+        match self {
+            OpsError::Ceph(CephError::Failed {
+                code: Some(ENOENT),
+                stderr,
+                ..
+            }) => Missing::in_refusal(stderr),
+            _ => None,
+        }
+    }
+}
+
+/// The CLI's exit code (and the librados backend's) for the monitors' ENOENT.
+const ENOENT: i32 = 2;
+
+/// A PG or an OSD that `pg-upmap-items` / `rm-pg-upmap-items` named and the monitors say does
+/// not exist (`OSDMonitor::prepare_command`, exit 2; tests/fixtures/upmap/50-refuse.*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// `pg 9.0 does not exist` (its pool deleted, or the PG merged away by a pg_num
+    /// reduction), or `pool of 9.0 is pending removal`.
+    Pg,
+    /// `osd.42 does not exist` (purged): named by an item.
+    Osd(u32),
+}
+
+impl Missing {
+    /// From the refusal's stderr (`Error ENOENT: ...`, as the CLI and the librados backend
+    /// print it); `None` for any other ENOENT.
+    fn in_refusal(stderr: &str) -> Option<Missing> {
+        let (_, said) = stderr.split_once("Error ENOENT: ")?;
+        // `first_lines` joins the lines of stderr with " | ".
+        let said = said.split(" | ").next().unwrap_or(said).trim();
+        if let Some(osd) = said
+            .strip_prefix("osd.")
+            .and_then(|s| s.strip_suffix(" does not exist"))
+        {
+            return osd.parse().ok().map(Missing::Osd);
+        }
+        let no_pg = said.starts_with("pg ") && said.ends_with(" does not exist");
+        let pool_going = said.starts_with("pool of ") && said.ends_with(" is pending removal");
+        (no_pg || pool_going).then_some(Missing::Pg)
+    }
 }
 
 /// Runs `command` and returns its stdout when it succeeded.
@@ -523,5 +569,90 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.reason(), "exit_status");
         assert!(e.to_string().contains("pg 9.0 does not exist"), "{e}");
+    }
+
+    /// The lab's refusals (tests/fixtures/upmap/50-refuse.*, exit codes from its _index.tsv)
+    /// tell what does not exist; the other refusals (EINVAL, EPERM, a timeout) tell nothing of
+    /// the kind.
+    #[tokio::test]
+    async fn refusals_that_name_what_does_not_exist() {
+        use crate::ceph::parse::test_support::fixture_str;
+        let cases: [(&[&str], &str, i32, Option<Missing>); 8] = [
+            (
+                &["pg-upmap-items", "9.0", "1", "3"],
+                "50-refuse.ceph_osd_pg-upmap-items_9.0_no_pool",
+                2,
+                Some(Missing::Pg),
+            ),
+            (
+                &["pg-upmap-items", "2.ff", "1", "3"],
+                "50-refuse.ceph_osd_pg-upmap-items_2.ff_no_pg",
+                2,
+                Some(Missing::Pg),
+            ),
+            (
+                &["rm-pg-upmap-items", "9.0"],
+                "50-refuse.ceph_osd_rm-pg-upmap-items_9.0_no_pool",
+                2,
+                Some(Missing::Pg),
+            ),
+            (
+                &["pg-upmap-items", "2.b", "1", "42"],
+                "50-refuse.ceph_osd_pg-upmap-items_2.b_osd_42",
+                2,
+                Some(Missing::Osd(42)),
+            ),
+            (
+                &["pg-upmap-items", "2.b", "1", "1"],
+                "50-refuse.ceph_osd_pg-upmap-items_2.b_same",
+                22,
+                None,
+            ),
+            (
+                &["pg-upmap-items", "2.b", "1"],
+                "50-refuse.ceph_osd_pg-upmap-items_2.b_odd",
+                22,
+                None,
+            ),
+            (
+                &["pg-upmap-items", "2.b", "1", "3"],
+                "64-jewel.ceph_osd_pg-upmap-items_2.b_1_3",
+                1,
+                None,
+            ),
+            (&["pg-upmap-items", "2.b", "1", "3"], "injected", 110, None),
+        ];
+        for (words, recorded, code, want) in cases {
+            let stderr = if recorded == "injected" {
+                "Error ETIMEDOUT: pg 2.b does not exist".to_string()
+            } else {
+                fixture_str(&format!("upmap/{recorded}.txt.err"))
+            };
+            let client = FakeClient::new();
+            let mut args = vec!["osd"];
+            args.extend_from_slice(words);
+            client.set(&cmd(&args), Reply::fail(code, &stderr));
+            let pgid: PgId = words[1].parse().unwrap();
+            let items: Vec<UpmapItem> = words[2..]
+                .chunks(2)
+                .filter(|p| p.len() == 2)
+                .map(|p| UpmapItem {
+                    from: p[0].parse().unwrap(),
+                    to: p[1].parse().unwrap(),
+                })
+                .collect();
+            let e = if words[0] == "rm-pg-upmap-items" {
+                pg_upmap_items_rm(&client, pgid).await
+            } else if words.len() == 3 {
+                run(&client, &cmd(&args)).await.map(|_| ())
+            } else {
+                pg_upmap_items_replace(&client, pgid, &items).await
+            }
+            .unwrap_err();
+            assert_eq!(e.missing(), want, "{recorded}: {e}");
+        }
+        // `rm-pg-upmap-items` of a PG without items is no refusal at all (exit 0).
+        let none = fixture_str("upmap/50-refuse.ceph_osd_rm-pg-upmap-items_2.b_no_entry.txt.err");
+        assert!(none.starts_with("clear 2.b"), "{none}");
     }
 }

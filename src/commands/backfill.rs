@@ -11,7 +11,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use ceph_recovery_budget::backfill::{
-    self, balancer_step, BalancerStep, Forget, LeverRefusal, Plan, Record,
+    self, balancer_step, BalancerStep, Forget, LeverRefusal, Plan, Record, Trim,
 };
 use ceph_recovery_budget::ceph::cli::CliClient;
 use ceph_recovery_budget::ceph::ops;
@@ -159,6 +159,7 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
         forget(
             &mut record,
             &plan.forget,
+            &plan.trim,
             &common.record,
             apply,
             &mut report,
@@ -314,6 +315,7 @@ fn release(args: BackfillReleaseArgs) -> anyhow::Result<ExitCode> {
         forget(
             &mut record,
             &undo.forget,
+            &undo.trim,
             &common.record,
             apply,
             &mut report,
@@ -339,6 +341,7 @@ fn release(args: BackfillReleaseArgs) -> anyhow::Result<ExitCode> {
 fn forget(
     record: &mut Record,
     forget: &[(PgId, Forget)],
+    trim: &[(PgId, Trim)],
     path: &Path,
     apply: bool,
     report: &mut Report,
@@ -350,7 +353,15 @@ fn forget(
             record.held.remove(id);
         }
     }
-    if apply && !forget.is_empty() {
+    for (id, t) in trim {
+        report.say(format!(
+            "{}TRIM {id} (in the record, cluster untouched): {t}",
+            would(apply)
+        ));
+    }
+    // In memory even for a dry run: the RELEASE lines then show the commands that would run.
+    record.apply_trims(trim);
+    if apply && !(forget.is_empty() && trim.is_empty()) {
         save(record, path)?;
     }
     Ok(())
@@ -389,6 +400,15 @@ async fn release_each(
                 record.released(*id, unix_now());
                 save(record, &common.record)?;
                 report.say(line);
+            }
+            // Gone since the OSD map was read: nothing left to release.
+            Err(e) if e.missing() == Some(ops::Missing::Pg) => {
+                record.held.remove(id);
+                save(record, &common.record)?;
+                report.say(format!(
+                    "FORGET {id} (dropped from the record): {}",
+                    Forget::NoSuchPg
+                ));
             }
             Err(e) => report.fail(format!("FAILED {line}: {e} (still in the record)")),
         }

@@ -169,6 +169,25 @@ impl FakeUpmap {
         self.map.epoch += 1;
     }
 
+    /// What the monitors answer `pg-upmap-items` / `rm-pg-upmap-items` naming a PG or an OSD
+    /// that does not exist (the lab's words, exit code 2: tests/fixtures/upmap/50-refuse.*):
+    /// the PG first, then each item's OSDs in order.
+    pub fn refusal(&self, pgid: PgId, items: &[UpmapItem]) -> Option<String> {
+        let exists = self
+            .map
+            .pools
+            .get(&pgid.pool)
+            .is_some_and(|p| u64::from(pgid.seed) < p.pg_num);
+        if !exists {
+            return Some(format!("Error ENOENT: pg {pgid} does not exist"));
+        }
+        items
+            .iter()
+            .flat_map(|i| [i.from, i.to])
+            .find(|o| !self.map.osds.contains_key(o))
+            .map(|o| format!("Error ENOENT: osd.{o} does not exist"))
+    }
+
     /// Backfill of `pgid` finished: active+clean where CRUSH wants it.
     pub fn finish(&mut self, pgid: &str) {
         if let Some(pg) = self.pgs.iter_mut().find(|p| p.pgid == pgid) {
@@ -440,6 +459,13 @@ impl Actor for FakeActor {
         }
         if self.should_fail() {
             return Err(injected(&what));
+        }
+        if let Some(stderr) = self.with_upmap(&what, |u| u.refusal(pgid, items))? {
+            return Err(OpsError::Ceph(CephError::Failed {
+                command: format!("ceph {what}"),
+                code: Some(2),
+                stderr,
+            }));
         }
         self.with_upmap(&what, |u| u.set_items(pgid, items))
     }

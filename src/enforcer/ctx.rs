@@ -33,7 +33,7 @@ impl<'a> Ctx<'a> {
         event: DecisionEvent,
         message: impl FnOnce() -> String,
     ) {
-        if next.noted.insert(key.into()) {
+        if next.note(key) {
             notes.push(self.record(event, message()));
         }
     }

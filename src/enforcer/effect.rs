@@ -8,7 +8,7 @@ use super::state::{ActionKind, EnforcerState};
 use super::types::Time;
 pub use super::types::{Change, Refused};
 use crate::backfill::{BalancerStep, PlannedHold};
-use crate::ceph::ops::OpsError;
+use crate::ceph::ops::{Missing, OpsError};
 use crate::ceph::parse::upmap::{PgId, UpmapItem};
 use crate::ceph::CephError;
 
@@ -226,6 +226,9 @@ pub struct ReadBack {
 pub struct CommandError {
     pub message: String,
     pub refused: Option<Refused>,
+    /// An upmap command refused for naming a PG or an OSD that does not exist (ENOENT):
+    /// asking again cannot work, so the lever's record drops or trims the entry.
+    pub missing: Option<Missing>,
 }
 
 impl std::fmt::Display for CommandError {
@@ -244,6 +247,7 @@ impl From<OpsError> for CommandError {
             _ => None,
         };
         CommandError {
+            missing: e.missing(),
             message: e.to_string(),
             refused,
         }
@@ -255,6 +259,7 @@ impl From<String> for CommandError {
         CommandError {
             message,
             refused: None,
+            missing: None,
         }
     }
 }

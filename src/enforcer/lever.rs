@@ -18,7 +18,7 @@ use super::observation::BackfillView;
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
 use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
-use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan};
+use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan, Trim};
 use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_ms;
 
@@ -484,7 +484,7 @@ pub(super) fn plan_effect(
     };
     next.noted.remove("lever_blind");
     let n = next.ladder.lever.as_ref().map(|l| l.n);
-    let (mut hold, release, forget, why, refusal) = match (&give_back, n) {
+    let (mut hold, release, (forget, trim), why, refusal) = match (&give_back, n) {
         (None, Some(n)) => {
             // A PG released lately and still peering keeps its place (the plan counts it); the
             // outcome records each release Ceph did.
@@ -518,7 +518,7 @@ pub(super) fn plan_effect(
                 Some(r) => format!("the backfill lever stands down: {r}"),
                 None => lever_name(Some(n)),
             };
-            (p.hold, p.release, p.forget, why, p.refusal)
+            (p.hold, p.release, (p.forget, p.trim), why, p.refusal)
         }
         _ => {
             let u = backfill::undo(&v.map, &next.backfill, None);
@@ -529,10 +529,11 @@ pub(super) fn plan_effect(
                 return None;
             }
             let why = give_back.unwrap_or_default();
-            (Vec::new(), u.remove, u.forget, why, None)
+            (Vec::new(), u.remove, (u.forget, u.trim), why, None)
         }
     };
     forget_entries(ctx, next, notes, &forget, v.map.epoch);
+    trim_entries(ctx, next, notes, &trim);
     let ours_after = next.backfill.held.len() - release.len() + hold.len();
     let balancer = match &v.balancer {
         Ok(b) => balancer_step(b, &next.backfill, ours_after > 0),
@@ -588,6 +589,9 @@ pub(super) fn plan_effect(
     planned(effect)
 }
 
+/// The kind of note [`note_unheld`] keeps.
+const UNHELD: &str = "lever_unheld";
+
 /// When PGs the lever cannot hold keep more than N backfilling, which and why, once per set:
 /// on-call sees "at most N" with more PGs backfilling, and this says why.
 fn note_unheld(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, p: &Plan, n: usize) {
@@ -602,10 +606,21 @@ fn note_unheld(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, p: &P
         .take(3)
         .map(|(id, r)| format!("{id} {r}"))
         .collect();
+    // One key for the set now, its size and a digest of its PGs: the line is said again when
+    // the set changes, and the stored state keeps no list of PGs (an OSD drained with `osd out`
+    // gives a new set each cycle; with 10,000 PGs the ids took 60 KB a cycle).
+    let key = format!(
+        "{UNHELD}:{}:{:016x}",
+        ids.len(),
+        super::state::digest(&ids.join(","))
+    );
+    if !next.noted.contains(&key) {
+        next.noted.retain(|k| !k.starts_with(UNHELD));
+    }
     ctx.note_once(
         next,
         notes,
-        format!("lever_unheld:{}", ids.join(",")),
+        key,
         DecisionEvent::BackfillLimit,
         || {
             format!(
@@ -646,22 +661,57 @@ fn forget_entries(
         if !may_forget(next, id, why, epoch) {
             continue;
         }
-        if next.backfill.held.remove(id).is_some() && matches!(why, Forget::Changed { .. }) {
-            notes.push(ctx.record(
-                DecisionEvent::BackfillLimit,
-                format!("BACKFILL_LIMIT: {id} is no longer held by the enforcer: {why}"),
-            ));
+        if next.backfill.held.remove(id).is_some() && says_forget(why) {
+            notes.push(forgot(ctx, *id, why));
         }
     }
     next.backfill.tidy_at(ctx.now);
 }
 
+/// Whether dropping an entry for `why` is worth a line: not for the lever's own course (its
+/// entry gone or theirs back after a release or a failed hold), but when someone changed the
+/// items or the PG is gone (the cluster changed under the hold).
+fn says_forget(why: &Forget) -> bool {
+    !matches!(why, Forget::Gone | Forget::Restored { .. })
+}
+
+/// "BACKFILL_LIMIT: 9.0 is no longer held by the enforcer: ...": an entry dropped from the
+/// record without a command (also on the outcome of a release Ceph refused with ENOENT).
+pub(super) fn forgot(ctx: &Ctx<'_>, id: PgId, why: &Forget) -> DecisionRecord {
+    ctx.record(
+        DecisionEvent::BackfillLimit,
+        format!("BACKFILL_LIMIT: {id} is no longer held by the enforcer: {why}"),
+    )
+}
+
+/// Saved items naming OSDs that are gone come out of the record before the releases (whose
+/// commands are built from it), with a line each.
+fn trim_entries(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, trim: &[(PgId, Trim)]) {
+    for (id, t) in trim {
+        if !next.backfill.trim(*id, &t.osds).is_empty() {
+            notes.push(trimmed(ctx, *id, t));
+        }
+    }
+}
+
+/// "BACKFILL_LIMIT: 2.b: osd.42 no longer in the OSD map ...".
+pub(super) fn trimmed(ctx: &Ctx<'_>, id: PgId, t: &Trim) -> DecisionRecord {
+    ctx.record(
+        DecisionEvent::BackfillLimit,
+        format!("BACKFILL_LIMIT: {id}: {t}"),
+    )
+}
+
 /// Whether an entry the OSD map does not show as ours may leave the record: not when it is
 /// missing from a map no newer than the one its hold was planned from (a map that cannot show
-/// it yet, e.g. from a monitor that lags): it stays recorded until a newer map says.
+/// it yet, e.g. from a monitor that lags): it stays recorded until a newer map says. A PG
+/// that is gone is judged the same way: the map its hold was planned from had it.
 fn may_forget(next: &EnforcerState, id: &PgId, why: &Forget, epoch: u64) -> bool {
     match (why, next.backfill.held.get(id)) {
-        (Forget::Gone | Forget::Restored { .. }, Some(h)) => epoch > h.epoch,
+        (
+            Forget::Gone | Forget::Restored { .. } | Forget::PoolGone | Forget::MergedAway { .. },
+            Some(h),
+        ) => epoch > h.epoch,
         _ => true,
     }
 }
@@ -695,10 +745,20 @@ pub fn give_back(
         return (next, None, lines);
     }
     for (id, why) in &u.forget {
-        if may_forget(&next, id, why, view.map.epoch) {
-            next.backfill.held.remove(id);
+        if may_forget(&next, id, why, view.map.epoch)
+            && next.backfill.held.remove(id).is_some()
+            && says_forget(why)
+        {
+            lines.push(format!(
+                "{when}: {id} is no longer held by the enforcer: {why}"
+            ));
         }
     }
+    // The releases below put back only the items Ceph still takes.
+    for (id, t) in &u.trim {
+        lines.push(format!("{when}: {id}: {t}"));
+    }
+    next.backfill.apply_trims(&u.trim);
     let balancer = match &view.balancer {
         Ok(b) => balancer_step(b, &next.backfill, false),
         Err(e) => {

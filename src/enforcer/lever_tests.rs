@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::actor::FakeUpmap;
 use super::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
 use super::decide::decide;
-use super::effect::{Effect, Outcome};
+use super::effect::{CommandError, Effect, Outcome};
 use super::event::DecisionRecord;
 use super::observation::{BackfillView, Observation};
 use super::outcome::{apply_outcome, remember_first};
@@ -16,8 +16,10 @@ use super::policy::*;
 use super::state::*;
 use super::tests::{osds, T0};
 use crate::backfill::BalancerStep;
+use crate::ceph::ops::OpsError;
 use crate::ceph::parse::test_support::fixture;
 use crate::ceph::parse::{pgs, upmap};
+use crate::ceph::CephError;
 
 fn rebalance() -> FakeUpmap {
     FakeUpmap {
@@ -41,6 +43,9 @@ fn lever_policy() -> Policy {
     }
 }
 
+/// A change of the cluster between the OSD map read and a command.
+type ClusterChange = fn(&mut FakeUpmap);
+
 struct LeverSim {
     policy: Policy,
     state: EnforcerState,
@@ -58,6 +63,11 @@ struct LeverSim {
     peer_first: bool,
     /// The config database's `osd` section, as `config set` / `config rm` leave it.
     config: std::collections::BTreeMap<String, Option<String>>,
+    /// Changes the cluster when a release of a PG it names is about to run, after the OSD map
+    /// it was planned from was read (a pool deleted, an OSD purged meanwhile).
+    at_release: Option<(upmap::PgId, ClusterChange)>,
+    /// Releases of this PG are refused with EINVAL, whatever they put back.
+    refuse_release: Option<upmap::PgId>,
 }
 
 impl LeverSim {
@@ -74,6 +84,8 @@ impl LeverSim {
             refuse: false,
             peer_first: false,
             config: Default::default(),
+            at_release: None,
+            refuse_release: None,
         }
     }
 
@@ -158,6 +170,14 @@ impl LeverSim {
                 for id in &b.release {
                     self.commands
                         .push(b.release_command(*id).replace("ceph ", ""));
+                    if let Some((_, change)) = self.at_release.filter(|(at, _)| at == id) {
+                        change(&mut self.cluster);
+                        self.at_release = None;
+                    }
+                    if let Some(e) = self.refusal(*id, b.restore_items(*id)) {
+                        released.push((*id, Err(e)));
+                        continue;
+                    }
                     self.cluster
                         .set_items(*id, b.restore.get(id).map_or(&[][..], |v| &v[..]));
                     if self.peer_first {
@@ -191,6 +211,7 @@ impl LeverSim {
                         held.push((
                             h.pgid,
                             Err(super::effect::CommandError {
+                                missing: None,
                                 message: "Error EACCES: access denied".into(),
                                 refused: Some(super::types::Refused {
                                     command: format!("ceph osd pg-upmap-items {}", h.pgid),
@@ -244,6 +265,29 @@ impl LeverSim {
                 Outcome::done()
             }
         }
+    }
+
+    /// What the monitors answer a release of `id` putting back `items`: ENOENT for a PG or an
+    /// OSD that does not exist (the lab's words and exit code), EINVAL when the test says so;
+    /// as it reaches the enforcer, through the loop's conversions.
+    fn refusal(&self, id: upmap::PgId, items: &[upmap::UpmapItem]) -> Option<CommandError> {
+        let (code, stderr) = match self.cluster.refusal(id, items) {
+            Some(enoent) => (2, enoent),
+            None if self.refuse_release == Some(id) => (
+                22,
+                "Error EINVAL: num of osd pairs (4) > pool size (3)".to_string(),
+            ),
+            None => return None,
+        };
+        let command = crate::backfill::record::set_items_command(id, items);
+        Some(
+            OpsError::Ceph(CephError::Failed {
+                command,
+                code: Some(code),
+                stderr,
+            })
+            .into(),
+        )
     }
 
     /// Every 15 s for `secs`, p99 from `p99_ms`.
@@ -763,7 +807,15 @@ fn shutdown_and_a_start_after_a_crash_release_exactly_ours_and_put_the_balancer_
     assert_eq!(stored.backfill, sim.state.backfill);
     let view = sim.view();
     let (next, planned, lines) = super::lever::give_back(&sim.policy, &stored, &view, "START");
-    assert!(lines.is_empty(), "{lines:?}");
+    let changed = crate::backfill::Forget::Changed {
+        now: vec![upmap::UpmapItem { from: 9, to: 8 }],
+    };
+    assert_eq!(
+        lines,
+        [format!(
+            "START: {theirs} is no longer held by the enforcer: {changed}"
+        )]
+    );
     let planned = planned.expect("something to give back");
     let Effect::Backfill(b) = &planned.effect else {
         panic!("{planned:?}")
@@ -1279,4 +1331,410 @@ fn an_operators_ops_per_pg_at_or_above_the_levers_are_left_alone() {
     assert_eq!((sim.n(), sim.fast()), (Some(2), false));
     assert_eq!(sim.single_start().as_deref(), Some("8"));
     assert!(!sim.commands.iter().any(|c| c.contains(SINGLE_START)));
+}
+
+// ---- What no longer exists (issue 33): the record drops or trims it, no entry stops the others.
+
+/// Pool `pool` deleted: its PGs leave `pg dump`, and the monitors drop their upmap entries
+/// with it (`OSDMonitor::_prepare_remove_pool`).
+fn delete_pool(c: &mut FakeUpmap, pool: u64) {
+    c.map.pools.remove(&pool);
+    c.map.pg_upmap_items.retain(|id, _| id.pool != pool);
+    c.pgs.retain(|p| p.pool_id != pool);
+    c.before.retain(|id, _| id.pool != pool);
+    c.map.epoch += 1;
+}
+
+/// The rebalance with an OSD that is to be purged: osd.4, to which the balancer moved 2.2
+/// (`[3->4]`, up `[1,0,4]`; CRUSH's own set is the acting `[1,0,3]`). Held, 2.2 keeps the
+/// balancer's item to put back on release.
+fn rebalance_with_osd_4() -> FakeUpmap {
+    let mut c = rebalance();
+    let osd = c.map.osds[&3].clone();
+    c.map.osds.insert(4, osd);
+    let pgid = "2.2".parse().unwrap();
+    c.map
+        .pg_upmap_items
+        .insert(pgid, vec![upmap::UpmapItem { from: 3, to: 4 }]);
+    if let Some(pg) = c.pgs.iter_mut().find(|p| p.pgid == "2.2") {
+        pg.up = vec![Some(1), Some(0), Some(4)];
+        pg.acting = vec![Some(1), Some(0), Some(3)];
+    }
+    c
+}
+
+impl LeverSim {
+    /// `id` goes first among the held PGs (releases go oldest first).
+    fn make_oldest(&mut self, id: upmap::PgId) {
+        for other in self.state.backfill.oldest_first() {
+            if other != id {
+                self.state.backfill.requeue(other);
+            }
+        }
+        assert_eq!(self.state.backfill.oldest_first()[0], id);
+    }
+
+    /// Backfills finish one a minute, p99 low, until the recovery has ended (the ops per PG
+    /// back to the operator's) or `minutes` have passed.
+    fn run_to_the_end(&mut self, minutes: usize) {
+        for _ in 0..minutes {
+            if let Some(first) = self.running().first() {
+                self.cluster.finish(first);
+            }
+            self.run_for(60, Some(15.0));
+            if !self.state.recovery_active && self.state.original.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// The commands that named `id`.
+    fn commands_on(&self, id: upmap::PgId) -> Vec<String> {
+        let word = format!(" {id}");
+        self.commands
+            .iter()
+            .filter(|c| c.ends_with(&word) || c.contains(&format!("{word} ")))
+            .cloned()
+            .collect()
+    }
+
+    /// Every held PG was released (or dropped), the recovery ended with a RESTORE of what the
+    /// lever raised, and the balancer is back on.
+    fn ended_with_everything_back(&self) {
+        assert!(self.state.backfill.is_empty(), "{:?}", self.state.backfill);
+        assert!(!self.state.recovery_active, "{:?}", self.events());
+        assert!(self.events().contains(&"RECOVERY_FINISHED"));
+        assert!(self.events().contains(&"RESTORE"), "{:?}", self.events());
+        assert_eq!(self.single_start(), None, "the operator's ops per PG back");
+        assert!(self.cluster.balancer.as_ref().unwrap().active);
+        // Of the PGs that exist, only the balancer's own entries are left.
+        let map = &self.cluster.map;
+        let left: Vec<_> = map
+            .pg_upmap_items
+            .keys()
+            .filter(|id| {
+                map.pools
+                    .get(&id.pool)
+                    .is_some_and(|p| u64::from(id.seed) < p.pg_num)
+            })
+            .collect();
+        assert!(left.len() <= 2, "{left:?}");
+    }
+}
+
+/// The oldest held PG's pool is deleted after the OSD map was read and before its release
+/// runs: Ceph refuses it (`Error ENOENT: pg 3.x does not exist`, exit 2, as the lab's
+/// 50-refuse): its entry leaves the record at once, with a line, and is never asked again;
+/// the pool's other held PGs are dropped with the next map (their pool is gone); every other
+/// held PG is released in turn and the recovery ends as ever.
+#[test]
+fn a_held_pg_whose_pool_is_deleted_leaves_the_record_and_the_others_are_released() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    let held: Vec<upmap::PgId> = sim.state.backfill.oldest_first();
+    let target = *held.iter().find(|id| id.pool == 3).expect("an EC PG held");
+    sim.make_oldest(target);
+    sim.at_release = Some((target, |c| delete_pool(c, 3)));
+    sim.run_to_the_end(60);
+    // Its hold, then one release.
+    assert_eq!(
+        sim.commands_on(target)[1..],
+        [format!("osd rm-pg-upmap-items {target}")],
+        "asked once"
+    );
+    for id in held.iter().filter(|id| id.pool == 2) {
+        assert_eq!(
+            sim.commands_on(*id).last(),
+            Some(&format!("osd rm-pg-upmap-items {id}")),
+            "{id} released"
+        );
+    }
+    for id in held.iter().filter(|id| id.pool == 3 && **id != target) {
+        assert!(
+            !sim.commands_on(*id).iter().any(|c| c.contains("rm-pg")),
+            "{id}: no command for a PG that is gone"
+        );
+    }
+    sim.ended_with_everything_back();
+}
+
+/// pg_num reduced under the holds: the oldest held PG is merged away, its entry still listed
+/// in the map the enforcer reads (the monitors drop it at their next map). It is dropped
+/// without a command (the monitors would refuse any: `pg 3.x does not exist`), and the
+/// others are released.
+#[test]
+fn a_held_pg_merged_away_leaves_the_record_without_a_command() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    let held: Vec<upmap::PgId> = sim.state.backfill.oldest_first();
+    let target = held
+        .iter()
+        .filter(|id| id.pool == 3)
+        .max_by_key(|id| id.seed)
+        .copied()
+        .expect("an EC PG held");
+    sim.make_oldest(target);
+    let pg_num = u64::from(target.seed);
+    sim.cluster.map.pools.get_mut(&3).unwrap().pg_num = pg_num;
+    sim.cluster.pgs.retain(|p| {
+        !(p.pool_id == 3
+            && p.pgid
+                .parse::<upmap::PgId>()
+                .is_ok_and(|id| u64::from(id.seed) >= pg_num))
+    });
+    sim.cluster.map.epoch += 1;
+    sim.run_to_the_end(60);
+    assert!(
+        sim.commands_on(target).len() == 1,
+        "only its hold: {:?}",
+        sim.commands_on(target)
+    );
+    for id in held.iter().filter(|id| **id != target) {
+        assert!(
+            sim.commands_on(*id).len() >= 2,
+            "{id} released: {:?}",
+            sim.commands_on(*id)
+        );
+    }
+    sim.ended_with_everything_back();
+}
+
+/// A PG held over the balancer's item to osd.4 keeps it to put back on release; osd.4 is
+/// purged after the map was read and before that release: Ceph refuses it (`Error ENOENT:
+/// osd.4 does not exist`, as the lab's `osd.42`). The item leaves the record and the next
+/// release removes the entry; every other held PG is released, and the recovery ends.
+#[test]
+fn a_held_pg_whose_saved_items_name_a_purged_osd_is_released_without_them() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance_with_osd_4());
+    sim.raise_ops_at_n_1();
+    let target: upmap::PgId = "2.2".parse().unwrap();
+    let saved = sim.state.backfill.held[&target].before.clone();
+    assert_eq!(saved, vec![upmap::UpmapItem { from: 3, to: 4 }]);
+    let held = sim.state.backfill.oldest_first();
+    sim.make_oldest(target);
+    sim.at_release = Some((target, |c| {
+        c.map.osds.remove(&4);
+        c.map.epoch += 1;
+    }));
+    sim.run_to_the_end(60);
+    assert_eq!(
+        sim.commands_on(target)[1..],
+        [
+            "osd pg-upmap-items 2.2 3 4".to_string(),
+            "osd rm-pg-upmap-items 2.2".to_string()
+        ],
+        "refused once, then released without the item"
+    );
+    for id in held.iter().filter(|id| **id != target) {
+        assert!(sim.commands_on(*id).len() >= 2, "{id} released");
+    }
+    sim.ended_with_everything_back();
+}
+
+/// The same OSD purged before the map is read: the saved item is dropped from the record
+/// without a command, and the release removes the entry at once.
+#[test]
+fn saved_items_naming_an_osd_gone_from_the_map_are_dropped_before_the_release() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance_with_osd_4());
+    sim.raise_ops_at_n_1();
+    let target: upmap::PgId = "2.2".parse().unwrap();
+    sim.make_oldest(target);
+    sim.cluster.map.osds.remove(&4);
+    sim.cluster.map.epoch += 1;
+    sim.run_for(15, Some(15.0));
+    assert!(sim.state.backfill.held[&target].before.is_empty());
+    sim.run_to_the_end(60);
+    assert_eq!(
+        sim.commands_on(target)[1..],
+        ["osd rm-pg-upmap-items 2.2".to_string()]
+    );
+    sim.ended_with_everything_back();
+}
+
+/// A release refused for any other reason stays held and is tried again after every other
+/// held PG: it never stops their releases (before, the oldest was asked again each cycle and
+/// nothing else was ever released).
+#[test]
+fn a_release_refused_for_another_reason_does_not_stop_the_others() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    let held = sim.state.backfill.oldest_first();
+    let target = held[0];
+    sim.refuse_release = Some(target);
+    sim.run_to_the_end(30);
+    for id in held.iter().filter(|id| **id != target) {
+        assert!(sim.commands_on(*id).len() >= 2, "{id} released");
+    }
+    assert_eq!(
+        sim.state.backfill.held.keys().copied().collect::<Vec<_>>(),
+        vec![target],
+        "the refused one stays recorded"
+    );
+    // Its hold, its first release, then the others' releases before its second.
+    let second = sim
+        .commands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| sim.commands_on(target).contains(c))
+        .map(|(i, _)| i)
+        .nth(2)
+        .expect("tried again");
+    let last_other = held
+        .iter()
+        .filter(|id| **id != target)
+        .filter_map(|id| {
+            let release = sim.commands_on(*id).last().cloned()?;
+            sim.commands.iter().rposition(|c| *c == release)
+        })
+        .max()
+        .unwrap();
+    assert!(last_other < second, "tried again after the others");
+}
+
+// ---- The stored state stays bounded (issue 33.5).
+
+/// What the lease reads back of the stored state at a takeover (`lease::rados::MAX_STATE_BYTES`,
+/// in librados builds only).
+const LEASE_READ_CAP: usize = 1 << 20;
+/// What the stored state may weigh with 10,000 PGs refused by the lever: well under that.
+const STATE_BUDGET: usize = 64 << 10;
+
+#[cfg(feature = "librados")]
+#[test]
+fn the_lease_read_cap_is_the_one_measured_against() {
+    assert_eq!(LEASE_READ_CAP, crate::lease::rados::MAX_STATE_BYTES);
+}
+
+/// The lab's rebalance, and beside it `refused` PGs of a pool 4 that the lever cannot hold
+/// (`forced_backfill`, a state it does not hold through), `spare` more of them clean: each
+/// cycle [`rotate_refused`] makes a different set backfill.
+fn rebalance_with_refused(refused: u32, spare: u32) -> FakeUpmap {
+    let mut c = rebalance();
+    let pool = c.map.pools[&2].clone();
+    c.map.pools.insert(
+        4,
+        upmap::PoolInfo {
+            name: "many".into(),
+            pg_num: 16384,
+            ..pool
+        },
+    );
+    for seed in 0..refused + spare {
+        c.pgs.push(pgs::PgBrief {
+            pgid: format!("4.{seed:x}"),
+            pool_id: 4,
+            state: "active+clean".into(),
+            up: vec![Some(0), Some(1), Some(2)],
+            acting: vec![Some(0), Some(1), Some(3)],
+        });
+    }
+    rotate_refused(&mut c, refused, 0);
+    c
+}
+
+/// The `refused` PGs of pool 4 from the `shift`-th on (wrapping) backfill, the rest are clean.
+fn rotate_refused(c: &mut FakeUpmap, refused: u32, shift: u32) {
+    let all: Vec<&mut pgs::PgBrief> = c.pgs.iter_mut().filter(|p| p.pool_id == 4).collect();
+    let n = all.len() as u32;
+    for (i, pg) in all.into_iter().enumerate() {
+        let at = (i as u32 + n - shift % n) % n;
+        pg.state = if at < refused {
+            "active+remapped+backfilling+forced_backfill".into()
+        } else {
+            "active+clean".into()
+        };
+    }
+}
+
+/// 10,000 PGs the lever could hold wait for backfill: it holds MAX_HELD of them, the rest
+/// backfill beside the N (named with why), and the stored state stays under half the lease's
+/// read cap. The figure is in docs/benchmarks.md.
+#[test]
+fn the_stored_state_stays_under_the_read_cap_with_10000_pgs_to_hold() {
+    let mut c = rebalance_with_refused(0, 10_000);
+    for pg in c.pgs.iter_mut().filter(|p| p.pool_id == 4) {
+        pg.state = "active+remapped+backfill_wait".into();
+    }
+    let mut sim = LeverSim::new(lever_policy(), c);
+    to_the_lever(&mut sim, 36.0);
+    let mut largest = 0;
+    for _ in 0..10 {
+        sim.run_for(15, Some(30.0));
+        largest = largest.max(sim.state.to_bytes().unwrap().len());
+    }
+    eprintln!(
+        "stored state with 10000 PGs to hold: largest {largest} bytes; {} PGs held",
+        sim.held()
+    );
+    assert_eq!(sim.held(), crate::backfill::MAX_HELD);
+    assert!(largest < LEASE_READ_CAP / 2, "{largest} bytes");
+    // The rest are named, with why (again only when the set changes, here with N).
+    let unheld = messages_of(&sim, "BACKFILL_LIMIT")
+        .into_iter()
+        .filter(|m| m.contains("the most its stored state keeps"))
+        .count();
+    assert!((1..=10).contains(&unheld), "{unheld}");
+    assert!(sim.state.noted.len() < 16, "{:?}", sim.state.noted);
+}
+
+/// 10,000 PGs the lever cannot hold backfill beside its N, a different set each cycle (an OSD
+/// drained with `osd out` gives that): 200 cycles later the stored state is still well under
+/// the budget, and its one-shot notes a handful. Before issue 33 each set added its PG ids to
+/// `noted` (`lever_unheld:<ids>`, some 60 KB a cycle here), and the state passed the lease's
+/// 1 MiB read cap within 20 cycles. The figure is in docs/benchmarks.md.
+#[test]
+fn the_stored_state_stays_small_with_10000_pgs_refused() {
+    const REFUSED: u32 = 10_000;
+    let mut sim = LeverSim::new(lever_policy(), rebalance_with_refused(REFUSED, 500));
+    to_the_lever(&mut sim, 36.0);
+    let held = sim.held();
+    assert!(held > 0 && sim.state.ladder.rung >= LEVER_RUNG);
+    let mut largest = 0;
+    for cycle in 1..=200 {
+        rotate_refused(&mut sim.cluster, REFUSED, cycle);
+        // Within the bound, over the aim: N stays, nothing is released.
+        sim.run_for(15, Some(30.0));
+        largest = largest.max(sim.state.to_bytes().unwrap().len());
+    }
+    let unheld = messages_of(&sim, "BACKFILL_LIMIT")
+        .into_iter()
+        .filter(|m| m.contains("cannot be held"))
+        .count();
+    let per_held = serde_json::to_vec_pretty(&sim.state.backfill.held)
+        .unwrap()
+        .len()
+        / sim.held().max(1);
+    eprintln!(
+        "stored state with {REFUSED} PGs refused, 200 cycles: largest {largest} bytes; {} notes; {} PGs held, {per_held} bytes each",
+        sim.state.noted.len(),
+        sim.held()
+    );
+    assert!(largest < STATE_BUDGET, "{largest} bytes");
+    assert!(sim.state.noted.len() < 16, "{:?}", sim.state.noted);
+    // Still said, once per situation: each cycle's set is a new one.
+    assert!(unheld >= 200, "{unheld}");
+}
+
+/// The one-shot notes keep at most NOTED_PER_KIND keys of a kind and no long key: a kind whose
+/// detail varies without end (a count, a set) cannot grow the stored state.
+#[test]
+fn one_shot_notes_are_bounded_per_kind_and_in_length() {
+    let mut state = EnforcerState::default();
+    for i in 0..100 {
+        assert!(state.note(format!("kind:{i}")), "new: said");
+        assert!(!state.note(format!("kind:{i}")), "known: not said again");
+    }
+    assert_eq!(state.noted.len(), NOTED_PER_KIND);
+    assert!(state.note("other"), "another kind keeps its own");
+    let long = format!("lever_skip:{}", "no PG can be held; ".repeat(40));
+    assert!(state.note(long.clone()));
+    assert!(!state.note(long));
+    assert!(
+        state.noted.iter().all(|k| k.len() <= NOTED_KEY_MAX),
+        "{:?}",
+        state.noted
+    );
+    // FNV-1a's published values: the digest does not change with the build.
+    assert_eq!(digest(""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(digest("a"), 0xaf63_dc4c_8601_ec8c);
 }

@@ -15,8 +15,10 @@ use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry};
 use super::types::Time;
-use crate::backfill::BalancerStep;
+use crate::backfill::{BalancerStep, Forget, Trim};
 use crate::ceph::caps;
+use crate::ceph::ops::Missing;
+use crate::ceph::parse::upmap::PgId;
 use crate::units::fmt_secs;
 
 /// What [`apply_outcome`] returns: the state now, and what to tell.
@@ -243,7 +245,7 @@ fn backfill_outcome(
     match outcome {
         Outcome::Simulated => {
             let key = format!("lever_would:{}:{}:{}", b.why, b.hold.len(), b.release.len());
-            if after.next.noted.insert(key) {
+            if after.next.note(key) {
                 let mut what = Vec::new();
                 if !b.hold.is_empty() {
                     what.push(format!(
@@ -324,10 +326,19 @@ fn backfill_outcome(
                         after.next.backfill.released(*id, ctx.now);
                         released_ok.push(*id);
                     }
-                    Err(e) => failures.push(format!(
-                        "{}: {e} (still held; tried again next cycle)",
-                        b.release_command(*id)
-                    )),
+                    Err(e) => {
+                        if let Some(line) = release_refused(ctx, &mut after.next, *id, e) {
+                            after.records.push(line);
+                        } else {
+                            // Behind every other held PG: one the monitors keep refusing
+                            // must not stop the releases of the rest.
+                            after.next.backfill.requeue(*id);
+                            failures.push(format!(
+                                "{}: {e} (still held; tried again after the other held PGs)",
+                                b.release_command(*id)
+                            ));
+                        }
+                    }
                 }
             }
             let mut held_ok = Vec::new();
@@ -435,6 +446,37 @@ fn backfill_outcome(
         }
     }
     after
+}
+
+/// A release the monitors refused for naming what does not exist: the PG (its entry leaves the
+/// record: nothing is left to release) or an OSD among the items put back (those items leave
+/// it: the next release puts back the rest). The line that says so; `None` for any other
+/// failure.
+fn release_refused(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    id: PgId,
+    e: &CommandError,
+) -> Option<DecisionRecord> {
+    match e.missing? {
+        Missing::Pg => {
+            let why = Forget::NoSuchPg;
+            next.backfill
+                .held
+                .remove(&id)
+                .map(|_| super::lever::forgot(ctx, id, &why))
+        }
+        Missing::Osd(osd) => {
+            let dropped = next.backfill.trim(id, &[osd]);
+            (!dropped.is_empty()).then(|| {
+                let t = Trim {
+                    osds: vec![osd],
+                    dropped,
+                };
+                super::lever::trimmed(ctx, id, &t)
+            })
+        }
+    }
 }
 
 /// An outcome that does not belong to the effect (a bug in the loop): a failure, never a success.

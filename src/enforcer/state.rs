@@ -80,7 +80,7 @@ pub struct Applied {
     pub simulated: bool,
     /// The OSDs' effective profile was checked.
     pub verified: bool,
-    /// OSDs that did not take the profile.
+    /// OSDs that did not take the profile (set once, of those that answered the check).
     pub not_taken: Vec<String>,
     /// After a latency window: did p99 come back within the bound?
     pub effective: Option<bool>,
@@ -187,12 +187,15 @@ pub struct LadderState {
     /// The recovery limit made p99 worse in this recovery: it was taken back, and is skipped.
     pub limit_hurt: bool,
     /// For each rung held now (1 throttle, 2 limit, 3 backfill lever, 4 pause): when it was entered and the p99
-    /// that led to it, so that `status` shows "p99 then, p99 now" for what is in force.
+    /// that led to it, so that `status` shows "p99 then, p99 now" for what is in force. At most
+    /// four.
     pub acted: BTreeMap<u8, Acted>,
     /// The pause share to start at when the pause rung is entered through a config change (a
     /// limit taken back on the way up): chosen by the ladder from the breach and the memory.
     pub entry_share: Option<f64>,
-    /// Moves of the ladder whose effect on p99 is judged one latency window later (EFFECT).
+    /// Moves of the ladder whose effect on p99 is judged one latency window later (EFFECT):
+    /// each is dropped once judged (or replaced by the same move), all when the recovery ends,
+    /// so at most the moves of one window (one a cycle).
     pub watch: Vec<Watch>,
 }
 
@@ -295,29 +298,42 @@ impl LadderState {
     }
 }
 
+/// Stored whole (the state file, the lease object, which a takeover reads back up to
+/// `lease::rados::MAX_STATE_BYTES`, 1 MiB), so every collection in it is bounded: by a cap, or
+/// by what exists now. Each field says what bounds it; docs/benchmarks.md has the size measured
+/// with 10,000 PGs refused by the backfill lever.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct EnforcerState {
     /// The operator's values before the enforcer first changed them in this recovery episode;
-    /// `None` = was not set (restored with `ceph config rm`).
+    /// `None` = was not set (restored with `ceph config rm`). Bounded by the keys the enforcer
+    /// may change (its levers, a fixed list).
     pub original: BTreeMap<String, Option<String>>,
     pub applied: Option<Applied>,
     pub phase: Phase,
     pub recovery_active: bool,
     pub breach_since: Option<Time>,
     pub recovery_ended_at: Option<Time>,
-    /// Times of changes made in the last hour, for the limits.
+    /// Times of changes made in the last hour, for the limits: older ones are dropped each
+    /// cycle, and only changes the limits allowed are counted (`--enforcer.max-changes-per-hour`).
     pub changes: Vec<Time>,
     pub overridden: bool,
     pub retry: Option<Retry>,
     pub learned: Option<Learned>,
     /// Why observations are not usable, while holding.
     pub holding: Option<String>,
-    /// One-shot notes already logged in this episode (so a condition is said once, not every cycle).
+    /// One-shot notes already logged in this episode (so a condition is said once, not every
+    /// cycle); cleared when the recovery ends. Added through [`EnforcerState::note`], which
+    /// keeps at most [`NOTED_PER_KIND`] keys of a kind (the part before the first `:`) and
+    /// digests a key longer than [`NOTED_KEY_MAX`]. The kinds are a fixed list, so this stays a
+    /// few KiB whatever the cluster: the lever's PGs it cannot hold are one key, a count and a
+    /// digest of the set (`lever_unheld:<count>:<digest>`), not the set itself. The few keys
+    /// inserted directly are bounded by what they name: `top:<rung>:<step>` (the ladder's
+    /// steps), `rate_limited:<action>`, `pause_budget`, `lever_no_grant`.
     pub noted: BTreeSet<String>,
     pub ladder: LadderState,
     /// OSD map flags (nobackfill, norecover) the enforcer set and has not seen unset yet. Written
-    /// to the state file *before* they are set, so that a restart clears them.
+    /// to the state file *before* they are set, so that a restart clears them. At most those two.
     pub flags_set: BTreeSet<String>,
     /// Since when observations have been stale or failing without a break (not a hold for
     /// someone else's flags: then the enforcer sees). Kept across a restart: time nobody
@@ -350,10 +366,14 @@ pub struct EnforcerState {
     /// restart the grace starts again.
     #[serde(skip)]
     pub inactive_since: Option<Time>,
-    /// What the enforcer learned about this cluster (kept across recoveries and restarts).
+    /// What the enforcer learned about this cluster (kept across recoveries and restarts):
+    /// `hurt` is keyed by lever (a fixed list, each entry replaced), `held` is one entry.
     pub memory: ClusterMemory,
     /// The backfill lever's record: every upmap entry it added (in it before it is added,
-    /// removed from it only once removed from the cluster) and the balancer as it was.
+    /// removed from it only once removed from the cluster) and the balancer as it was. `held`:
+    /// PGs that exist now (checked against the OSD map each cycle), at most
+    /// [`crate::backfill::plan::MAX_HELD`], each entry a pool's size of items; `releasing`:
+    /// PGs released in the last minute (`RELEASE_SETTLES`).
     pub backfill: Record,
     /// The numbering of the ladder's rungs this state was written with: 0 (missing) is before
     /// the backfill lever, when the pause was rung 3 (read as rung 4, [`LADDER_VERSION`]).
@@ -363,6 +383,20 @@ pub struct EnforcerState {
 
 /// Rungs 1 throttle, 2 limit, 3 backfill lever, 4 pause.
 pub const LADDER_VERSION: u32 = 2;
+
+/// The most one-shot notes of one kind ([`EnforcerState::note`]): more than any kind needs in a
+/// recovery (a rung's steps, the lever's N), few enough that no kind can grow the state.
+pub const NOTED_PER_KIND: usize = 16;
+/// The longest note key kept as it is ([`EnforcerState::note`]).
+pub const NOTED_KEY_MAX: usize = 96;
+
+/// FNV-1a, 64 bits: a digest that stays the same across builds and restarts (the std hasher
+/// does not promise to), for keys kept in the stored state.
+pub fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
 
 /// See [`EnforcerState::ladder_version`]: a new state is of this version, and is always written
 /// as such.
@@ -463,6 +497,32 @@ impl EnforcerState {
             self.ladder_version = LadderVersion::default();
         }
         self
+    }
+
+    /// Notes `key` as said ([`EnforcerState::noted`]); whether it was new (then say it). A key
+    /// longer than [`NOTED_KEY_MAX`] is kept as its kind and a digest; a kind that has
+    /// [`NOTED_PER_KIND`] keys already loses one of them first (its line may then be said
+    /// again, once).
+    pub fn note(&mut self, key: impl Into<String>) -> bool {
+        let mut key: String = key.into();
+        let kind = key.split(':').next().unwrap_or_default().to_string();
+        if key.len() > NOTED_KEY_MAX {
+            key = format!("{kind}:#{:016x}", digest(&key));
+        }
+        if self.noted.contains(&key) {
+            return false;
+        }
+        let prefix = format!("{kind}:");
+        let same_kind: Vec<String> = self
+            .noted
+            .iter()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for old in same_kind.iter().skip(NOTED_PER_KIND.saturating_sub(1)) {
+            self.noted.remove(old);
+        }
+        self.noted.insert(key)
     }
 
     /// Entries of the backfill lever still recorded (held, or the balancer paused by it).

@@ -111,6 +111,9 @@ pub struct PoolInfo {
     pub kind: PoolKind,
     pub size: u64,
     pub min_size: u64,
+    /// Its PGs are seeds 0..pg_num: a PG at or past it was merged away by a pg_num reduction
+    /// (`OSDMap::pg_exists`, which the monitors check before an upmap command).
+    pub pg_num: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -156,6 +159,7 @@ static KEEP_POOLS: Keep = Keep {
             ("type", &Keep::ALL),
             ("size", &Keep::ALL),
             ("min_size", &Keep::ALL),
+            ("pg_num", &Keep::ALL),
         ]),
         each: None,
     }),
@@ -205,6 +209,7 @@ pub fn view(out: &[u8]) -> Result<UpmapView, ParseError> {
                 kind,
                 size: json::req_u64(o, "size", &at)?,
                 min_size: json::req_u64(o, "min_size", &at)?,
+                pg_num: json::req_u64(o, "pg_num", &at)?,
             },
         );
     }
@@ -366,6 +371,7 @@ mod tests {
         assert_eq!(v.pools[&2].name, "rbd-vms");
         assert_eq!(v.pools[&3].kind, PoolKind::Erasure);
         assert_eq!((v.pools[&3].size, v.pools[&3].min_size), (3, 2));
+        assert_eq!((v.pools[&2].pg_num, v.pools[&3].pg_num), (32, 8));
         assert_eq!(v.osds.len(), 4);
         assert!(v.osds.values().all(|o| o.up && o.is_in && o.weight == 1.0));
     }
@@ -429,10 +435,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("mappings[0].to"));
-        let pool =
-            r#""epoch":1,"fsid":"f","osds":[],"pools":[{"pool":1,"type":2,"size":3,"min_size":2}]"#;
+        let pool = r#""epoch":1,"fsid":"f","osds":[],"pools":[{"pool":1,"type":2,"size":3,"min_size":2,"pg_num":8}]"#;
         let v = view(format!("{{{pool}}}").as_bytes()).unwrap();
         assert_eq!(v.pools[&1].kind, PoolKind::Other(2));
+        // pg_num is what tells a PG merged away (every release prints it).
+        let no_pg_num = pool.replace(r#","pg_num":8"#, "");
+        assert!(view(format!("{{{no_pg_num}}}").as_bytes()).is_err());
         let no_weight = r#"{"epoch":1,"fsid":"f","pools":[],"osds":[{"osd":0,"up":1,"in":1}]}"#;
         assert!(view(no_weight.as_bytes()).is_err());
     }
