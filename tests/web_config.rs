@@ -7,12 +7,13 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -98,6 +99,47 @@ fn tls_config(dir: &TempDir, extra_tls: &str, password: &str) -> PathBuf {
     )
 }
 
+/// The servers running, and whether one runs alone: the flood test keeps both cores busy for
+/// seconds, so it waits for the others' servers to stop and none starts meanwhile, so that the
+/// timings the other tests check are not its own. (Not an `RwLock`: a test that starts a
+/// second server while the flood waits would deadlock on a writer-preferring one.)
+static TURNS: Mutex<(usize, bool)> = Mutex::new((0, false));
+static TURNS_CHANGED: Condvar = Condvar::new();
+
+/// A server's turn, given back on drop.
+struct Turn {
+    alone: bool,
+}
+
+impl Turn {
+    fn take(alone: bool) -> Self {
+        let mut turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
+        while turns.1 || (alone && turns.0 > 0) {
+            turns = TURNS_CHANGED
+                .wait(turns)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        if alone {
+            turns.1 = true;
+        } else {
+            turns.0 += 1;
+        }
+        Turn { alone }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut turns = TURNS.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.alone {
+            turns.1 = false;
+        } else {
+            turns.0 -= 1;
+        }
+        TURNS_CHANGED.notify_all();
+    }
+}
+
 /// The routes of `serve` on an empty snapshot, behind the server of `serve`, on its own
 /// runtime (two threads, as `serve`); stopped on drop.
 struct Served {
@@ -105,6 +147,7 @@ struct Served {
     snapshots: tokio::sync::watch::Sender<Arc<Snapshot>>,
     stop: tokio::sync::watch::Sender<bool>,
     rt: Option<tokio::runtime::Runtime>,
+    _turn: Turn,
 }
 
 impl Served {
@@ -112,8 +155,19 @@ impl Served {
         Self::start_with(web, limits, axum::Router::new())
     }
 
+    /// Alone: no other test's server runs meanwhile.
+    fn start_alone(web: Option<&Path>, limits: Limits) -> Self {
+        let turn = Turn::take(true);
+        Self::start_in_turn(web, limits, axum::Router::new(), turn)
+    }
+
     /// With `extra` routes beside those of `serve` (a test's handler that holds requests).
     fn start_with(web: Option<&Path>, limits: Limits, extra: axum::Router) -> Self {
+        let turn = Turn::take(false);
+        Self::start_in_turn(web, limits, extra, turn)
+    }
+
+    fn start_in_turn(web: Option<&Path>, limits: Limits, extra: axum::Router, turn: Turn) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -144,6 +198,7 @@ impl Served {
             snapshots,
             stop,
             rt: Some(rt),
+            _turn: turn,
         }
     }
 
@@ -194,6 +249,9 @@ fn parse_answer(raw: &[u8]) -> Answer {
     Answer { status, head, body }
 }
 
+/// How long the test client waits for the server, at each step.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How the test client connects.
 struct Client<'a> {
     /// The CA it trusts.
@@ -217,6 +275,11 @@ impl<'a> Client<'a> {
     /// GET over HTTPS (HTTP/1.0: the server closes after the answer); Err: the TLS handshake or
     /// the connection failed.
     fn get(&self, port: u16, path: &str, auth: Option<&str>) -> Result<Answer, String> {
+        self.get_with(&self.config(), port, path, auth)
+    }
+
+    /// The client's TLS config (its certificates read once).
+    fn config(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_file_iter(self.ca).unwrap() {
             roots.add(c.unwrap()).unwrap();
@@ -239,11 +302,34 @@ impl<'a> Client<'a> {
                 )
                 .unwrap(),
         };
+        Arc::new(config)
+    }
+
+    /// A TLS connection (the handshake happens with the first write).
+    fn connect(
+        &self,
+        config: &Arc<rustls::ClientConfig>,
+        port: u16,
+    ) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
         let name = ServerName::try_from(self.name.to_string()).unwrap();
-        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-        let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let conn = rustls::ClientConnection::new(Arc::clone(config), name).unwrap();
+        // Bounded, also when the listen backlog is full (a dropped SYN is retried for minutes).
+        let tcp = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(TIMEOUT)).unwrap();
+        tcp.set_write_timeout(Some(TIMEOUT)).unwrap();
+        Ok(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// [`Client::get`] with a given TLS config.
+    fn get_with(
+        &self,
+        config: &Arc<rustls::ClientConfig>,
+        port: u16,
+        path: &str,
+        auth: Option<&str>,
+    ) -> Result<Answer, String> {
+        let mut tls = self.connect(config, port)?;
         let auth = auth
             .map(|a| format!("Authorization: {a}\r\n"))
             .unwrap_or_default();
@@ -258,6 +344,45 @@ impl<'a> Client<'a> {
         }
         Ok(parse_answer(&raw))
     }
+}
+
+/// One GET on a kept-alive HTTP/1.1 connection, as Prometheus scrapes: the answer read to its
+/// Content-Length, the connection left open for the next one.
+fn get_kept_alive(
+    tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    path: &str,
+    auth: &str,
+) -> Result<Answer, String> {
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n").as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let mut more = |raw: &mut Vec<u8>| match tls.read(&mut buf) {
+        Ok(0) => Err(format!("closed after {} bytes", raw.len())),
+        Ok(n) => {
+            raw.extend_from_slice(&buf[..n]);
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let head_end = loop {
+        if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        more(&mut raw)?;
+    };
+    let length: usize = parse_answer(&raw[..head_end])
+        .head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no content-length in {raw:?}"))?;
+    while raw.len() < head_end + length {
+        more(&mut raw)?;
+    }
+    Ok(parse_answer(&raw[..head_end + length]))
 }
 
 /// GET over plain HTTP/1.0.
@@ -857,6 +982,119 @@ fn requests_beyond_max_requests_get_503_at_once_and_are_counted() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no max_requests counter in:\n{}", metrics.body));
     assert!(rejected >= 1.0, "{rejected}");
+}
+
+/// 200 clients sending wrong passwords as fast as they can (a new TLS connection and a new
+/// password at each attempt, so none is cached; a quarter with an unknown user) against the
+/// default limits and a bcrypt hash of cost 10, while Prometheus, whose credential was
+/// verified before the flood, scrapes every 100 ms over its kept-alive connection: every
+/// scrape is answered 200. When the `--web.max-requests` slot was taken before basic auth,
+/// the requests waiting for bcrypt held all 40 slots and the scrapes got 503.
+#[test]
+fn a_flood_of_wrong_passwords_never_turns_away_a_scrape_with_the_right_one() {
+    const ATTACKERS: usize = 200;
+    const SCRAPES: u32 = 50;
+    const EVERY: Duration = Duration::from_millis(100);
+    let dir = TempDir::new("web-flood");
+    let pki = make_pki(&dir, "f");
+    // The cost `htpasswd -nBC 10` gives: what makes each wrong password expensive.
+    let web = dir.write(
+        "web.yml",
+        &format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  prometheus: {}\n",
+            bcrypt::hash("right", 10).unwrap()
+        ),
+    );
+    let srv = Served::start_alone(Some(&web), Limits::default());
+    let port = srv.port;
+    let client = Client::trusting(&pki.ca);
+    let config = client.config();
+    let right = basic("prometheus", "right");
+    let mut scraper = client.connect(&config, port).unwrap();
+    // Prometheus scraped before the flood began: its credential is verified.
+    let first = get_kept_alive(&mut scraper, "/metrics", &right).unwrap();
+    assert_eq!(first.status, 200, "{first:?}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let attackers: Vec<_> = (0..ATTACKERS)
+        .map(|i| {
+            let (stop, config, ca) = (Arc::clone(&stop), Arc::clone(&config), pki.ca.clone());
+            std::thread::spawn(move || {
+                let client = Client::trusting(&ca);
+                let user = if i % 4 == 3 { "nobody" } else { "prometheus" };
+                // Answers by status; 0: no answer (the connection failed or was closed).
+                let mut answers = BTreeMap::<u16, usize>::new();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let wrong = basic(user, &format!("wrong-{i}-{n}"));
+                    let status = client
+                        .get_with(&config, port, "/metrics", Some(&wrong))
+                        .map_or(0, |a| a.status);
+                    *answers.entry(status).or_default() += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+
+    // The flood builds up, then Prometheus scrapes on its schedule (at once when late).
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    let mut scrapes = Vec::new();
+    for k in 0..SCRAPES {
+        if let Some(wait) = (start + EVERY * k).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let t = Instant::now();
+        let status = get_kept_alive(&mut scraper, "/metrics", &right).map(|a| a.status);
+        scrapes.push((status.clone(), t.elapsed()));
+        if status.is_err() {
+            // As Prometheus would: a new connection for the next scrape.
+            scraper = client.connect(&config, port).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = BTreeMap::<u16, usize>::new();
+    for a in attackers {
+        for (status, n) in a.join().unwrap() {
+            *answers.entry(status).or_default() += n;
+        }
+    }
+
+    let mut took: Vec<Duration> = scrapes.iter().map(|(_, t)| *t).collect();
+    took.sort();
+    let count = |status| answers.get(&status).copied().unwrap_or(0);
+    eprintln!(
+        "{ATTACKERS} clients with wrong passwords: {} scrapes, p50 {:?}, max {:?}; wrong passwords answered {} x 401, {} x 503, {} without an answer; other: {answers:?}",
+        scrapes.len(),
+        took[took.len() / 2],
+        took[took.len() - 1],
+        count(401),
+        count(503),
+        count(0),
+    );
+    let failed: Vec<_> = scrapes.iter().filter(|(s, _)| *s != Ok(200)).collect();
+    assert!(failed.is_empty(), "scrapes not answered 200: {failed:?}");
+    assert_eq!(count(200), 0, "a wrong password got in: {answers:?}");
+    assert!(
+        count(401) + count(503) >= ATTACKERS,
+        "the flood was one: {answers:?}"
+    );
+    // The 503s are counted, under their own reason.
+    srv.new_snapshot();
+    let metrics = get_kept_alive(&mut scraper, "/metrics", &right).unwrap();
+    let busy = metrics
+        .body
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "ceph_recovery_budget_http_requests_rejected_total{reason=\"auth_queue\"} ",
+            )
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no auth_queue counter in:\n{}", metrics.body));
+    assert!(busy >= count(503) as f64, "{busy} counted, {answers:?}");
 }
 
 /// A keep-alive connection waits for its next request for the idle timeout, not the (much

@@ -10,9 +10,12 @@
 //!   backlog (as Prometheus' own `--web.max-connections` does): they are not reset, are served
 //!   as soon as a request finishes, and cost the process no file descriptor. So the process
 //!   holds at most `max_connections + 1` sockets for HTTP.
-//! - Requests: at most `max_requests` in flight; one more gets 503 at once (counted).
-//!   `/-/healthy` and `/-/ready` are exempt from this and from basic auth, so that probes keep
-//!   saying what they say (they are small and show nothing of the cluster's settings).
+//! - Requests: basic auth first, then at most `max_requests` in flight; one more gets 503 at
+//!   once (counted). Only authenticated requests count against `max_requests`, so wrong
+//!   passwords cannot take the slots of scrapes; those waiting for a bcrypt check are bounded
+//!   apart ([`auth::BCRYPT_QUEUE`]; one more gets 503 at once, counted). `/-/healthy` and
+//!   `/-/ready` are exempt from both and from basic auth, so that probes keep saying what they
+//!   say (they are small and show nothing of the cluster's settings).
 //! - HTTP/1.1 only: Prometheus scrapes over HTTP/1.1, and so does everything else that asks.
 
 use std::path::PathBuf;
@@ -32,7 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
-use super::auth::{self, Verifier};
+use super::auth::{self, Outcome, Verifier};
 use super::limits::{Clocked, ConnClock, Connections, Expired, Limits, Registration};
 use super::web_config::WebConfig;
 use crate::metrics::HTTP;
@@ -276,9 +279,45 @@ fn is_probe(path: &str) -> bool {
     path == "/-/healthy" || path == "/-/ready"
 }
 
+/// Basic auth first, then a `--web.max-requests` slot: a request that has not proved its
+/// credentials never holds a slot an authenticated scrape needs. Those waiting for bcrypt are
+/// bounded apart ([`auth::BCRYPT_QUEUE`]).
 async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Response {
     if is_probe(req.uri().path()) {
         return next.run(req).await;
+    }
+    let config = g.current.borrow().clone();
+    if let Some(c) = config.filter(|c| !c.users.is_empty()) {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        match g.verifier.check(&c.users, header).await {
+            Outcome::Good => {}
+            Outcome::Bad => {
+                HTTP.rejected_unauthorized
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, auth::CHALLENGE)],
+                    "Unauthorized\n",
+                )
+                    .into_response();
+            }
+            Outcome::Busy => {
+                HTTP.rejected_auth_queue
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "1")],
+                    format!(
+                        "{} requests are waiting for their password check already; try again\n",
+                        auth::BCRYPT_QUEUE
+                    ),
+                )
+                    .into_response();
+            }
+        }
     }
     let _permit = match &g.requests {
         None => None,
@@ -299,23 +338,6 @@ async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Resp
             }
         },
     };
-    let config = g.current.borrow().clone();
-    if let Some(c) = config.filter(|c| !c.users.is_empty()) {
-        let header = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .map(HeaderValue::as_bytes);
-        if !g.verifier.check(&c.users, header).await {
-            HTTP.rejected_unauthorized
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, auth::CHALLENGE)],
-                "Unauthorized\n",
-            )
-                .into_response();
-        }
-    }
     next.run(req).await
 }
 

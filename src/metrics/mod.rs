@@ -68,6 +68,9 @@ pub struct HttpCounters {
     pub rejected_max_requests: AtomicU64,
     /// Requests answered 401: missing or wrong basic-auth credentials.
     pub rejected_unauthorized: AtomicU64,
+    /// Requests answered 503 at once: their credentials needed a bcrypt check and the places
+    /// to wait for one were all taken.
+    pub rejected_auth_queue: AtomicU64,
     /// Connections closed because a request's headers (or the TLS handshake) did not arrive
     /// within `--web.read-header-timeout`.
     pub closed_header_timeout: AtomicU64,
@@ -83,6 +86,7 @@ pub struct HttpCounters {
 pub static HTTP: HttpCounters = HttpCounters {
     rejected_max_requests: AtomicU64::new(0),
     rejected_unauthorized: AtomicU64::new(0),
+    rejected_auth_queue: AtomicU64::new(0),
     closed_header_timeout: AtomicU64::new(0),
     closed_idle_timeout: AtomicU64::new(0),
     closed_max_connections: AtomicU64::new(0),
@@ -93,11 +97,12 @@ fn render_http(enc: &mut Encoder, c: &HttpCounters) {
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
     enc.family(&Family {
         name: "ceph_recovery_budget_http_requests_rejected",
-        help: "HTTP requests turned away, by reason: max_requests (503, --web.max-requests in flight), unauthorized (401, basic auth).",
+        help: "HTTP requests turned away, by reason: max_requests (503, --web.max-requests in flight), unauthorized (401, basic auth), auth_queue (503, credentials not checked: too many waiting for bcrypt).",
         kind: Kind::Counter,
     });
     enc.sample(&[("reason", "max_requests")], n(&c.rejected_max_requests));
     enc.sample(&[("reason", "unauthorized")], n(&c.rejected_unauthorized));
+    enc.sample(&[("reason", "auth_queue")], n(&c.rejected_auth_queue));
     enc.family(&Family {
         name: "ceph_recovery_budget_http_connections_closed",
         help: "HTTP connections the exporter closed, by reason: header_timeout (headers or TLS handshake not in within --web.read-header-timeout), idle_timeout (--web.idle-timeout without a request), max_connections (waiting, and its place taken by a new connection when all --web.max-connections were open), tls_handshake (failed, plain HTTP on the TLS port included).",
