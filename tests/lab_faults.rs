@@ -1086,27 +1086,93 @@ fn row_mon_stopped(n: usize) -> Report {
     }
 }
 
+/// PGs degraded and undersized now, from `ceph status`.
+fn degraded_and_undersized() -> (u64, u64) {
+    let v = ceph_json(&["status"]);
+    let mut degraded = 0;
+    let mut undersized = 0;
+    for s in v["pgmap"]["pgs_by_state"].as_array().into_iter().flatten() {
+        let n = s["count"].as_u64().unwrap_or(0);
+        let words: Vec<&str> = s["state_name"].as_str().unwrap_or("").split('+').collect();
+        if words.contains(&"degraded") {
+            degraded += n;
+        }
+        if words.contains(&"undersized") {
+            undersized += n;
+        }
+    }
+    (degraded, undersized)
+}
+
+/// Issue 33: an OSD stopped while the enforcer throttles, with the hour's only change spent on
+/// the throttle: SUSPEND (`high_recovery_ops`) within seconds of the OSD marked down, not after
+/// the hour. When it is started again, while its PGs recover from their logs degraded but no
+/// longer undersized (the rebalance has async recovery off), `high_recovery_ops` stays.
 fn row_osd_killed(n: usize) -> Report {
     let row = Row::new(n);
     let before = prepare();
     let load = Load::start();
-    let mut a = Instance::start("A", &row.dir, &enforce_args(&row.state("A"), &RUNG1));
+    // The hour's one change: the throttle's.
+    let mut args = enforce_args(&row.state("A"), &RUNG1);
+    if let Some(i) = args
+        .iter()
+        .position(|a| a == "--enforcer.max-changes-per-hour")
+    {
+        args[i + 1] = "1".into();
+    }
+    let mut a = Instance::start("A", &row.dir, &args);
     lab(&REBALANCE);
     wait_until(Duration::from_secs(180), "A throttled", || {
         configured("osd_mclock_profile").as_deref() == Some("high_client_ops")
     });
     let poller = Poller::start(&[&a]);
     lab(&["osd-kill", "2"]);
+    let down_at = Instant::now();
     let suspended = try_wait(Duration::from_secs(120), "A suspended", || {
         configured("osd_mclock_profile").as_deref() == Some("high_recovery_ops")
     });
+    let delay = down_at.elapsed();
     lab(&["osd-start", "2"]);
+    // The log recovery: sampled until no PG is degraded (or 60 s).
+    let mut log_recovery = (0u32, 0u32);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let (degraded, undersized) = degraded_and_undersized();
+        if degraded == 0 {
+            break;
+        }
+        if undersized == 0 {
+            log_recovery.0 += 1;
+            if configured("osd_mclock_profile").as_deref() == Some("high_recovery_ops") {
+                log_recovery.1 += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!(
+        "faults: SUSPEND {:.1} s after osd.2 was marked down; {} samples degraded with none undersized, {} of them at high_recovery_ops",
+        delay.as_secs_f64(),
+        log_recovery.0,
+        log_recovery.1
+    );
     let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
     let scrapes = poller.finish();
-    let mut checks = vec![(
-        "high_recovery_ops while PGs were undersized (SUSPEND)".to_string(),
-        suspended,
-    )];
+    let mut checks = vec![
+        (
+            format!(
+                "high_recovery_ops {:.0} s after the OSD went down, the hour's one change spent (at most 15 s: one 2 s interval, the set and the polls)",
+                delay.as_secs_f64()
+            ),
+            suspended && delay <= Duration::from_secs(15),
+        ),
+        (
+            format!(
+                "high_recovery_ops kept while PGs were degraded, none undersized ({} of {} samples)",
+                log_recovery.1, log_recovery.0
+            ),
+            log_recovery.1 == log_recovery.0,
+        ),
+    ];
     let after_exit = finish(&mut [&mut a], &mut checks);
     Report {
         scrapes,
@@ -1399,7 +1465,7 @@ const ROWS: [(&str, RowFn); 10] = [
     ),
     ("mon stopped for 60 s during recovery", row_mon_stopped),
     (
-        "an OSD killed (SIGKILL, marked down) while throttled",
+        "an OSD killed (SIGKILL, marked down) while throttled, the hour's changes spent",
         row_osd_killed,
     ),
     (
