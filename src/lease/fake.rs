@@ -68,6 +68,18 @@ impl FakeCluster {
         self.with(|c| c.holder(Instant::now()))
     }
 
+    /// The lock passes to another instance named `name` for an hour, whoever held it: what a
+    /// holder sees when its lock expired on the OSD's clock and a standby took it. The former
+    /// holder's next renewal is refused.
+    pub fn hand_to(&self, name: &str) {
+        let taker = Holder {
+            instance: name.to_string(),
+            client: "client.9999".to_string(),
+        };
+        let until = Instant::now() + Duration::from_secs(3600);
+        self.with(|c| c.lock = Some((taker, until)));
+    }
+
     /// How many state writes succeeded.
     pub fn writes(&self) -> u32 {
         self.with(|c| c.writes)

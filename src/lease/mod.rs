@@ -52,16 +52,82 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// 40 s / 30 s / 5 s: a standby takes over within 45 s of a leader's death; a leader gets
-    /// six attempts to renew before it stops; the 10 s between stopping and a possible takeover
-    /// cover a change still in flight (bounded by the Ceph call timeout, 10 s by default) and
-    /// the OSD clock's skew. client-go uses 15/10/2 s for a kube-apiserver that answers in
-    /// milliseconds; a Ceph call may take seconds when the cluster is busy.
+    /// 40 s / 25 s / 5 s: a standby takes over within 45 s of a leader's death; a leader gets
+    /// five attempts to renew before it stops; the 15 s between stopping and a possible
+    /// takeover cover a change still in flight (bounded by the Ceph call timeout, 10 s by
+    /// default) and [`LeaseConfig::COMMAND_MARGIN`] (checked by
+    /// [`LeaseConfig::check_command_timeout`]). client-go uses 15/10/2 s for a kube-apiserver
+    /// that answers in milliseconds; a Ceph call may take seconds when the cluster is busy.
     pub const DEFAULT: LeaseConfig = LeaseConfig {
         lease_duration: Duration::from_secs(40),
-        renew_deadline: Duration::from_secs(30),
+        renew_deadline: Duration::from_secs(25),
         retry_period: Duration::from_secs(5),
     };
+
+    /// Kept free besides the Ceph command timeout, both between a leader's stop and a possible
+    /// takeover and in a cycle's share of the renew deadline: the OSD clock's skew against
+    /// ours, and a monitor committing a command whose client stopped waiting (a proposal goes
+    /// out every `paxos_propose_interval`, 1 s).
+    pub const COMMAND_MARGIN: Duration = Duration::from_secs(2);
+
+    /// A command sent just before this instance stops acting is answered (or given up) at most
+    /// `timeout` later: the lock must outlive it, or the next leader could act while it lands.
+    /// The error names the flags and the values that would do.
+    pub fn check_command_timeout(&self, timeout: Duration) -> Result<(), LeaseConfigError> {
+        let fmt = |d: Duration| humantime::format_duration(d).to_string();
+        let gap = self.lease_duration.saturating_sub(self.renew_deadline);
+        let needed = timeout + Self::COMMAND_MARGIN;
+        if gap >= needed {
+            return Ok(());
+        }
+        let short = needed - gap;
+        let mut fixes = vec![format!(
+            "--enforcer.lease-duration {} (a standby then takes over that much later after a crash)",
+            fmt(self.lease_duration + short)
+        )];
+        if let Some(renew) = self
+            .renew_deadline
+            .checked_sub(short)
+            .filter(|r| *r > self.retry_period)
+        {
+            fixes.push(format!(
+                "--enforcer.lease-renew-deadline {} (a leader that cannot renew stops sooner)",
+                fmt(renew)
+            ));
+        }
+        if let Some(t) = gap
+            .checked_sub(Self::COMMAND_MARGIN)
+            .filter(|t| !t.is_zero())
+        {
+            fixes.push(format!(
+                "--ceph-timeout {} (each Ceph command gets less time)",
+                fmt(t)
+            ));
+        }
+        Err(LeaseConfigError(format!(
+            "the lease duration ({}) minus the renew deadline ({}) leaves {} between a leader's stop and a possible takeover, less than the Ceph command timeout ({}) plus a {} margin: a command sent just before the leader stops could still change the cluster after another instance took over. Give {} (file keys enforcer.lease_duration, enforcer.lease_renew_deadline, ceph.timeout)",
+            fmt(self.lease_duration),
+            fmt(self.renew_deadline),
+            fmt(gap),
+            fmt(timeout),
+            fmt(Self::COMMAND_MARGIN),
+            fixes.join(", or ")
+        )))
+    }
+
+    /// How many rounds of Ceph commands fit in a renew deadline (less the margin) when each
+    /// round takes at most `timeout` (the commands of a round are sent together): at least
+    /// one, or nothing could ever be done. A cycle's changes are bounded by it, so that a cycle
+    /// ends within the time a leader may act without renewing.
+    pub fn command_rounds(&self, timeout: Duration) -> usize {
+        let room = self.renew_deadline.saturating_sub(Self::COMMAND_MARGIN);
+        if timeout.is_zero() {
+            return 1;
+        }
+        usize::try_from(room.as_nanos() / timeout.as_nanos())
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
 
     pub fn new(
         lease_duration: Duration,

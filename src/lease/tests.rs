@@ -70,6 +70,34 @@ fn config_orderings_are_checked_with_the_change_to_make() {
     assert!(e.contains("retry period is 0"), "{e}");
 }
 
+/// Issue 33.4: the gap between stopping and a possible takeover holds a Ceph command and the
+/// margin; a cycle's commands fit in the renew deadline.
+#[test]
+fn the_gap_must_hold_a_ceph_command_and_a_cycle_fits_the_renew_deadline() {
+    let ten = 10 * S;
+    assert!(LeaseConfig::DEFAULT.check_command_timeout(ten).is_ok());
+    assert!(LeaseConfig::DEFAULT.check_command_timeout(13 * S).is_ok());
+    let e = LeaseConfig::DEFAULT
+        .check_command_timeout(14 * S)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("leaves 15s between a leader's stop and a possible takeover, less than the Ceph command timeout (14s) plus a 2s margin"), "{e}");
+    // The 6/4/1 s lease of the lab tests leaves 2 s: too little for any command.
+    let short = LeaseConfig::new(6 * S, 4 * S, S).expect("valid");
+    assert!(short
+        .check_command_timeout(Duration::from_millis(1))
+        .is_err());
+    assert!(LeaseConfig::new(16 * S, 4 * S, S)
+        .expect("valid")
+        .check_command_timeout(ten)
+        .is_ok());
+    // (25 s - 2 s) / 10 s: two rounds; never none.
+    assert_eq!(LeaseConfig::DEFAULT.command_rounds(ten), 2);
+    assert_eq!(LeaseConfig::DEFAULT.command_rounds(S), 23);
+    assert_eq!(short.command_rounds(ten), 1);
+    assert_eq!(short.command_rounds(Duration::ZERO), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_leader_stops_acting_exactly_at_the_renew_deadline_counted_from_the_send() {
     let mut e = Elector::new(config(), "a");

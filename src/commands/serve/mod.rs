@@ -294,7 +294,8 @@ fn start_enforcer<C: Client>(settings: &Settings, client: C) -> anyhow::Result<O
         fixed,
         settings.collect_interval,
         style,
-    );
+    )
+    .with_command_timeout(settings.ceph.timeout);
     let enforcer = if persist {
         enforcer
     } else {
