@@ -2058,6 +2058,80 @@ async fn settings_found_at_start_without_a_record_are_named_never_touched() {
     let _ = std::fs::remove_file(&file);
 }
 
+/// Issue 33.6: the lease object (and with it the state) was deleted while the backfill lever
+/// held PGs: their upmap entries stay and the balancer stays off, with the held-PG gauge at 0.
+/// The instance that takes the lease names them (one UNOWNED line, the metric with
+/// kind="upmap_items" and kind="balancer_off") and touches neither.
+#[tokio::test(start_paused = true)]
+async fn upmap_entries_and_a_balancer_off_without_a_record_are_named_at_takeover_never_touched() {
+    use ceph_recovery_budget::ceph::parse::upmap;
+    use ceph_recovery_budget::metrics::{encode::Format, render_enforcer_section};
+    let read = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/fixtures/upmap/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let actor = FakeActor::default();
+    // The lab with 2.a and 3.2 held (and the balancer's 2.b, 2.1e), the balancer off.
+    *actor.upmap.lock().unwrap() = Some(ceph_recovery_budget::enforcer::actor::FakeUpmap {
+        pgs: ceph_recovery_budget::ceph::parse::pgs::parse(&read(
+            "30-hold.ceph_pg_dump_pgs_brief.json",
+        ))
+        .unwrap(),
+        map: upmap::view(&read("30-hold.ceph_osd_dump.json")).unwrap(),
+        balancer: Some(
+            upmap::balancer_status(&read("63-balancer-off.ceph_balancer_status.json")).unwrap(),
+        ),
+        before: Default::default(),
+    });
+    let cluster = FakeCluster::new();
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("unowned-upmap")),
+        &actor,
+        cluster.instance("a"),
+    );
+    a.play(ClusterState::Healthy, false, 2).await;
+    let shared = a.enforcer.shared();
+    let view = shared.lock().unwrap().clone();
+    assert_eq!(view.leader, Some(true));
+    let found: Vec<&str> = view
+        .decisions
+        .iter()
+        .filter(|d| d.event == "UNOWNED")
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "{:?}", view.decisions);
+    assert!(
+        found[0].starts_with("UNOWNED: found at start, not set by this enforcer (no record), left as they are: pg_upmap_items=4 PGs: 2.a [2->3], 2.b [3->0], 2.1e [3->2], 3.2 [1->3]; balancer=off (mode upmap)."),
+        "{}",
+        found[0]
+    );
+    let text = String::from_utf8(render_enforcer_section(&view, Format::Text004).unwrap()).unwrap();
+    assert!(
+        text.contains(
+            r#"ceph_recovery_budget_unowned_settings{kind="upmap_items",name="pg_upmap_items"} 4"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"ceph_recovery_budget_unowned_settings{kind="balancer_off",name="balancer"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !actor
+            .commands()
+            .iter()
+            .any(|c| c.contains("upmap") || c.starts_with("balancer")),
+        "{:?}",
+        actor.commands()
+    );
+    assert_eq!(actor.upmap_now().unwrap().map.pg_upmap_items.len(), 4);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_leader_cut_off_from_the_lease_unsets_its_pause_flags_at_its_renew_deadline() {
     let cluster = FakeCluster::new();

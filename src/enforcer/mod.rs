@@ -1174,8 +1174,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    /// START: what is on the cluster that the state has no record of setting is named (one
-    /// decision-log line, `ceph_recovery_budget_unowned_settings`), never touched.
+    /// START and TAKEOVER: what is on the cluster that the state has no record of setting is
+    /// named (one decision-log line, `ceph_recovery_budget_unowned_settings`), never touched:
+    /// pause flags, lever keys, and the backfill lever's kind of change, upmap entries and a
+    /// balancer that is off (a lost state leaves held PGs pinned and the held-PG gauge at 0).
+    /// The OSD map's upmap entries are read here, not in every cycle; the balancer only in
+    /// enforce mode (its status needs the enforcer's mgr grant).
     async fn name_unowned(&mut self) {
         let flags = self.actor.flags().await.map_err(|e| e.to_string());
         let keys = self.lever_keys();
@@ -1184,9 +1188,24 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             .configured(&keys)
             .await
             .map_err(|e| e.to_string());
+        let upmap = Some(self.actor.upmap_view().await.map_err(|e| e.to_string()));
+        let balancer = match self.policy.mode {
+            Mode::Enforce => Some(
+                self.actor
+                    .balancer_status()
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
+        let reads = unowned::Reads {
+            osd_flags: flags,
+            configured,
+            upmap,
+            balancer,
+        };
         let now = self.clock.now();
-        let (found, record, warnings) =
-            unowned::at_start(&self.policy, &flags, &configured, &self.state, now);
+        let (found, record, warnings) = unowned::at_start(&self.policy, &reads, &self.state, now);
         for w in &warnings {
             tracing::warn!(target: "decision", "{w}");
         }
