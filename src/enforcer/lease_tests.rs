@@ -258,3 +258,65 @@ async fn a_former_leader_sends_nothing() {
     assert!(l.actor.commands().is_empty(), "{:?}", l.actor.commands());
     assert!(l.enforcer.state().backfill.is_empty());
 }
+
+/// Issue 33: a state stored by a newer binary (a newer format, or a field this one does not
+/// know) is neither acted on nor overwritten: the takeover stops with what to do.
+#[tokio::test(start_paused = true)]
+async fn a_state_a_newer_binary_stored_is_left_alone() {
+    use crate::lease::LockStore;
+    let mut current = EnforcerState::default();
+    current.flags_set.insert("nobackfill".into());
+    let mut ours: serde_json::Value =
+        serde_json::from_slice(&current.to_bytes().expect("bytes")).expect("json");
+    let mut newer_format = ours.clone();
+    newer_format["written_by"]["format"] = serde_json::json!(super::stored::STATE_FORMAT + 1);
+    ours["written_by"]["version"] = serde_json::json!("999.0.0");
+    ours["backfill"]["pinned_by_hand"] = serde_json::json!(["2.a"]);
+    for (stored, says) in [
+        (newer_format, "newer than this binary"),
+        (
+            ours,
+            "has fields this binary does not know (backfill.pinned_by_hand)",
+        ),
+    ] {
+        let cluster = FakeCluster::new();
+        let writer = cluster.instance("newer");
+        writer.try_lock(Duration::from_secs(1)).await.expect("lock");
+        let bytes = serde_json::to_vec(&stored).expect("bytes");
+        writer.write_state(&bytes).await.expect("write");
+        writer.unlock().await.expect("unlock");
+        let actor = FakeActor::default();
+        actor.flag_by_hand("nobackfill", true);
+        let mut enforcer = Enforcer::new(
+            Policy {
+                mode: Mode::Enforce,
+                baseline: BaselineSpec::Fixed(Duration::from_millis(10)),
+                state_file: std::env::temp_dir()
+                    .join(format!("crb-lease-newer-{}.json", std::process::id())),
+                ..Policy::default()
+            },
+            actor.clone(),
+            TokioClock::starting_at(1.8e9),
+            EnforcerState::default(),
+            Some(0.010),
+            Duration::from_secs(15),
+            LogStyle::Text,
+        )
+        .with_lease(task::spawn(cluster.instance("a"), LeaseConfig::DEFAULT));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let why = enforcer.take_over().await.expect_err("refused");
+        assert!(
+            why.starts_with("the enforcer state in fake/ceph-recovery-budget.lease ")
+                && why.contains(says),
+            "{why}"
+        );
+        assert!(why.contains("never overwrites it"), "{why}");
+        // Its nobackfill was not unset, and the stored state is as the newer one wrote it.
+        assert!(actor.commands().is_empty(), "{:?}", actor.commands());
+        let reader = cluster.instance("reader");
+        assert_eq!(
+            reader.read_state().await.expect("read").as_deref(),
+            Some(&bytes[..])
+        );
+    }
+}

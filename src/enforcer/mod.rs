@@ -9,7 +9,7 @@
 //! The loop itself only reads, runs effects, logs and writes the state file.
 //!
 //! Modules import only those listed before them, so none imports one that imports it back:
-//! types, pause, backfill_limit, policy, observation, event; state; effect; ctx; lever; ladder,
+//! types, pause, backfill_limit, policy, observation, event; stored, state; effect; ctx; lever; ladder,
 //! flags, baseline, unowned; decide, outcome, sent; view, actor; the loop here.
 
 pub mod actor;
@@ -28,6 +28,7 @@ pub mod pause;
 pub mod policy;
 pub mod sent;
 pub mod state;
+pub mod stored;
 pub mod types;
 pub mod unowned;
 pub mod view;
@@ -1090,6 +1091,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     self.stored_original = stored.original.clone();
                     self.state = stored;
                     tracing::info!(target: "decision", "state read from {location}: {summary}");
+                }
+                // A newer binary's: its own words say what to do (not "remove it").
+                Err(e @ state::StateFileError::NotOurs { .. }) => {
+                    return Err(e.to_string())
                 }
                 Err(e) => {
                     return Err(format!(
