@@ -1571,6 +1571,45 @@ async fn a_partitioned_leader_stops_changing_the_cluster_and_the_other_takes_ove
     );
 }
 
+/// Issue 33 (a): B was given another lease pool. Its lock there is free, but the cluster's lease
+/// object is registered as A's: B never leads, says why, and only A changes the cluster.
+#[tokio::test(start_paused = true)]
+async fn an_instance_given_another_lease_pool_stays_standby_and_says_why() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("pool-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut b = instance(
+        policy(Mode::Enforce, &temp_state("pool-b")),
+        &actor,
+        cluster.pool("rbd-meta").instance("b"),
+    );
+    play_both(&mut a, &mut b, ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"],
+        "A alone throttled"
+    );
+    assert_eq!(a.enforcer.shared().lock().unwrap().leader, Some(true));
+    let v = b.enforcer.shared().lock().unwrap().clone();
+    assert_eq!(v.phase, Phase::Standby);
+    assert_eq!(v.leader, Some(false));
+    assert_eq!(v.lease_error_reason, Some("elsewhere"));
+    assert!(
+        v.lease_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("rbd-meta/ceph-recovery-budget.lease, but the cluster's is registered as fake/ceph-recovery-budget.lease"),
+        "{:?}",
+        v.lease_error
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_run_loop_logs_gaining_and_losing_the_lease_naming_both_holders() {
     let cluster = FakeCluster::new();

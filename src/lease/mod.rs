@@ -31,6 +31,7 @@
 pub mod fake;
 #[cfg(feature = "librados")]
 pub mod rados;
+pub mod registry;
 pub mod task;
 
 use std::fmt;
@@ -261,6 +262,10 @@ pub enum LeaseError {
     },
     #[error("lease: {message}")]
     Connect { message: String },
+    /// Another lease object is registered for the cluster ([`registry`]): an instance with
+    /// another `--enforcer.lease-pool` may lead there.
+    #[error("this instance's lease object is {ours}, but the cluster's is registered as {registered} (ceph config-key get {key}): an instance given another --enforcer.lease-pool would lead too, so this one stays standby. Give every instance the same --enforcer.lease-pool; to move the lease on purpose, stop every instance (SIGTERM), then `ceph config-key rm {key}`", key = registry::KEY)]
+    Elsewhere { ours: String, registered: String },
 }
 
 impl LeaseError {
@@ -275,6 +280,7 @@ impl LeaseError {
             LeaseError::TooLarge { .. } => "too_large",
             LeaseError::Failed { .. } => "failed",
             LeaseError::Connect { .. } => "connect",
+            LeaseError::Elsewhere { .. } => "elsewhere",
         }
     }
 }
@@ -302,6 +308,9 @@ pub trait LockStore: Send + Sync + 'static {
     fn write_state(&self, bytes: &[u8]) -> impl Future<Output = Result<(), LeaseError>> + Send;
     /// The state last written; `None` if none was ever written.
     fn read_state(&self) -> impl Future<Output = Result<Option<Vec<u8>>, LeaseError>> + Send;
+    /// Registers this lease object as the cluster's ([`registry`]) when none is, and says
+    /// whether the registered one is this one. Asked when the lock was just taken.
+    fn claim(&self) -> impl Future<Output = Result<registry::Claim, LeaseError>> + Send;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -594,6 +603,9 @@ pub struct Step {
     pub events: Vec<LeaseEvent>,
     /// The store's failure, if the call failed (the role changes only by the rules above).
     pub error: Option<LeaseError>,
+    /// The lock was taken but the registry could not say whether its object is the cluster's:
+    /// this instance leads without that check, and says so.
+    pub unchecked: Option<LeaseError>,
 }
 
 /// The election over a store: call [`Lease::step`] every retry period.
@@ -638,6 +650,7 @@ impl<S: LockStore> Lease<S> {
             object: self.store.location(),
             timeout: budget,
         };
+        let mut unchecked = None;
         let error = match self.elector.next_op() {
             Op::Renew => {
                 let result = tokio::time::timeout(budget, self.store.renew(config.lease_duration))
@@ -655,6 +668,37 @@ impl<S: LockStore> Lease<S> {
                     tokio::time::timeout(budget, self.store.try_lock(config.lease_duration))
                         .await
                         .unwrap_or_else(|_| Err(timed_out("taking the lease")));
+                // Just taken: lead only if it is the cluster's registered lease object.
+                let result = match result {
+                    Ok(Acquire::Acquired) => {
+                        let left = budget.saturating_sub(sent_at.elapsed());
+                        match tokio::time::timeout(left, self.store.claim()).await {
+                            Ok(Ok(registry::Claim::Ours)) => Ok(Acquire::Acquired),
+                            Ok(Ok(registry::Claim::Elsewhere { registered })) => {
+                                // Released at once: a lock of ours kept here would stop the
+                                // instances of this pool taking it if the registration moves.
+                                let _ = self.store.unlock().await;
+                                Err(LeaseError::Elsewhere {
+                                    ours: self.store.location(),
+                                    registered,
+                                })
+                            }
+                            Ok(Err(e)) => {
+                                unchecked = Some(e);
+                                Ok(Acquire::Acquired)
+                            }
+                            Err(_) => {
+                                unchecked = Some(LeaseError::Timeout {
+                                    op: "reading the lease registration",
+                                    object: format!("config-key {}", registry::KEY),
+                                    timeout: left,
+                                });
+                                Ok(Acquire::Acquired)
+                            }
+                        }
+                    }
+                    other => other,
+                };
                 events.extend(self.elector.observe(
                     sent_at,
                     Outcome::TryLock(&result),
@@ -663,7 +707,11 @@ impl<S: LockStore> Lease<S> {
                 result.err()
             }
         };
-        Step { events, error }
+        Step {
+            events,
+            error,
+            unchecked,
+        }
     }
 
     /// Releases the lease (clean exit): another instance can take it at once.
@@ -676,6 +724,7 @@ impl<S: LockStore> Lease<S> {
         Step {
             events,
             error: result.err(),
+            unchecked: None,
         }
     }
 
