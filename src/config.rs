@@ -77,7 +77,7 @@ impl Settings {
     ) -> Result<Self, ConfigError> {
         let m = Merged::new(flags, file, file_path);
         let (interval, interval_origin) = m.collect_interval.get()?;
-        let (timeout, _) = m.ceph_timeout.get()?;
+        let (timeout, timeout_origin) = m.ceph_timeout.get()?;
         let (recovery_window, recovery_origin) = m.recovery_window.get()?;
         let (latency_window, latency_origin) = m.latency_window.get()?;
         for (window, origin, what) in [
@@ -144,7 +144,7 @@ impl Settings {
                 })
             }
         };
-        let lease = resolve_lease(&m)?;
+        let lease = resolve_lease(&m, policy.mode, (timeout.0, &timeout_origin))?;
         Ok(Settings {
             lease,
             policy,
@@ -176,7 +176,14 @@ impl Settings {
     }
 }
 
-fn resolve_lease(m: &Merged) -> Result<LeaseSettings, ConfigError> {
+/// The lease's durations, checked against each other and, in enforce mode (the only one that
+/// takes the lease), against the Ceph command timeout: the error names the setting given last
+/// of those involved.
+fn resolve_lease(
+    m: &Merged,
+    mode: Mode,
+    (timeout, timeout_origin): (Duration, &Origin),
+) -> Result<LeaseSettings, ConfigError> {
     let (pool, pool_origin) = m.lease_pool.get()?;
     if let Some(p) = pool.as_deref() {
         if p.trim().is_empty() || p.chars().any(char::is_whitespace) {
@@ -184,10 +191,20 @@ fn resolve_lease(m: &Merged) -> Result<LeaseSettings, ConfigError> {
         }
     }
     let (duration, origin) = m.lease_duration.get()?;
-    let (renew, _) = m.lease_renew_deadline.get()?;
+    let (renew, renew_origin) = m.lease_renew_deadline.get()?;
     let (retry, _) = m.lease_retry_period.get()?;
     let config = LeaseConfig::new(duration.0, renew.0, retry.0)
         .map_err(|e| invalid(&origin, e.to_string()))?;
+    if mode == Mode::Enforce {
+        if let Err(e) = config.check_command_timeout(timeout) {
+            // Said against a value the operator gave (the defaults agree with each other).
+            let given = [timeout_origin, &renew_origin, &origin]
+                .into_iter()
+                .find(|o| !matches!(o, Origin::Default(_)))
+                .unwrap_or(&origin);
+            return Err(invalid(given, e.to_string()));
+        }
+    }
     Ok(LeaseSettings {
         pool: pool.filter(|p| !p.is_empty()),
         config,
@@ -555,6 +572,49 @@ mod tests {
             let err = resolve(yaml, &Flags::default()).unwrap_err().to_string();
             assert!(err.contains(expect), "{yaml:?}: {err}");
         }
+    }
+
+    /// Issue 33.4: a command sent just before the leader stops must land before another
+    /// instance can take over; enforce mode alone takes the lease, so it alone is refused.
+    #[test]
+    fn enforce_mode_refuses_a_lease_gap_shorter_than_the_ceph_timeout_and_its_margin() {
+        let s = resolve(
+            "enforcer:\n  mode: enforce\n  baseline: 16ms\n",
+            &Flags::default(),
+        )
+        .expect("the defaults agree with each other");
+        assert!(s.lease.config.check_command_timeout(s.ceph.timeout).is_ok());
+        let err = resolve(
+            "ceph:\n  timeout: 14s\nenforcer:\n  mode: enforce\n  baseline: 16ms\n",
+            &Flags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("crb.yml line 2 column 12: ceph.timeout: the lease duration (40s) minus the renew deadline (25s) leaves 15s between a leader's stop and a possible takeover, less than the Ceph command timeout (14s) plus a 2s margin"),
+            "{err}"
+        );
+        assert!(
+            err.contains("Give --enforcer.lease-duration 41s (a standby then takes over that much later after a crash), or --enforcer.lease-renew-deadline 24s (a leader that cannot renew stops sooner), or --ceph-timeout 13s (each Ceph command gets less time)"),
+            "{err}"
+        );
+        // The flag given is the one named; observe mode takes no lease and is not refused.
+        let flags = Flags {
+            lease_renew_deadline: Some(HumanDuration(Duration::from_secs(39))),
+            ..Flags::default()
+        };
+        let err = resolve("enforcer:\n  mode: enforce\n", &flags)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("flag --enforcer.lease-renew-deadline: the lease duration (40s) minus the renew deadline (39s) leaves 1s"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("--ceph-timeout"),
+            "no timeout would do with a 1s gap: {err}"
+        );
+        assert!(resolve("enforcer:\n  mode: observe\n", &flags).is_ok());
     }
 
     #[test]

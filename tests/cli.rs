@@ -217,6 +217,61 @@ fn check_config_exits_non_zero_with_the_position_and_survives_a_closed_pipe() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 33.4: in enforce mode the lease's gap after the renew deadline must hold a Ceph
+/// command and the 2 s margin; `serve` refuses at start (before it connects to anything) and
+/// `check-config` says the same, naming the flags and values that would do.
+#[test]
+fn serve_and_check_config_refuse_a_lease_gap_shorter_than_the_ceph_timeout() {
+    let dir = std::env::temp_dir().join(format!("crb-cli-lease-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lease.yml");
+    std::fs::write(
+        &file,
+        "ceph:\n  timeout: 20s\nenforcer:\n  mode: enforce\n  baseline: 16ms\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["check-config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let checked = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        checked.contains("lease.yml line 2 column 12: ceph.timeout: the lease duration (40s) minus the renew deadline (25s) leaves 15s between a leader's stop and a possible takeover, less than the Ceph command timeout (20s) plus a 2s margin"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("Give --enforcer.lease-duration 47s")
+            && checked.contains("--enforcer.lease-renew-deadline 18s")
+            && checked.contains("--ceph-timeout 13s"),
+        "{checked}"
+    );
+    // `serve` with the same file: refused at start, not run (a run would not exit by itself).
+    let mut child = bin()
+        .args(["serve", "--config.file", file.to_str().unwrap()])
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("serve started in enforce mode with a 15s lease gap and a 20s ceph timeout");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let served = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        served.contains("leaves 15s between a leader's stop and a possible takeover, less than the Ceph command timeout (20s) plus a 2s margin"),
+        "{served}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn every_subcommand_has_useful_help() {
     for (sub, expect) in [

@@ -1680,6 +1680,45 @@ async fn a_partitioned_leader_stops_changing_the_cluster_and_the_other_takes_ove
     );
 }
 
+/// Issue 33 (a): B was given another lease pool. Its lock there is free, but the cluster's lease
+/// object is registered as A's: B never leads, says why, and only A changes the cluster.
+#[tokio::test(start_paused = true)]
+async fn an_instance_given_another_lease_pool_stays_standby_and_says_why() {
+    let cluster = FakeCluster::new();
+    let actor = FakeActor::default();
+    actor.set_by_hand("osd_mclock_profile", "balanced");
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("pool-a")),
+        &actor,
+        cluster.instance("a"),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut b = instance(
+        policy(Mode::Enforce, &temp_state("pool-b")),
+        &actor,
+        cluster.pool("rbd-meta").instance("b"),
+    );
+    play_both(&mut a, &mut b, ClusterState::Rebalance, true, 7).await;
+    assert_eq!(
+        actor.commands(),
+        ["config set osd osd_mclock_profile high_client_ops"],
+        "A alone throttled"
+    );
+    assert_eq!(a.enforcer.shared().lock().unwrap().leader, Some(true));
+    let v = b.enforcer.shared().lock().unwrap().clone();
+    assert_eq!(v.phase, Phase::Standby);
+    assert_eq!(v.leader, Some(false));
+    assert_eq!(v.lease_error_reason, Some("elsewhere"));
+    assert!(
+        v.lease_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("rbd-meta/ceph-recovery-budget.lease, but the cluster's is registered as fake/ceph-recovery-budget.lease"),
+        "{:?}",
+        v.lease_error
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_run_loop_logs_gaining_and_losing_the_lease_naming_both_holders() {
     let cluster = FakeCluster::new();
@@ -2165,6 +2204,80 @@ async fn settings_found_at_start_without_a_record_are_named_never_touched() {
         Some("custom")
     );
     let _ = std::fs::remove_file(&file);
+}
+
+/// Issue 33.6: the lease object (and with it the state) was deleted while the backfill lever
+/// held PGs: their upmap entries stay and the balancer stays off, with the held-PG gauge at 0.
+/// The instance that takes the lease names them (one UNOWNED line, the metric with
+/// kind="upmap_items" and kind="balancer_off") and touches neither.
+#[tokio::test(start_paused = true)]
+async fn upmap_entries_and_a_balancer_off_without_a_record_are_named_at_takeover_never_touched() {
+    use ceph_recovery_budget::ceph::parse::upmap;
+    use ceph_recovery_budget::metrics::{encode::Format, render_enforcer_section};
+    let read = |name: &str| {
+        std::fs::read(format!(
+            "{}/tests/fixtures/upmap/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let actor = FakeActor::default();
+    // The lab with 2.a and 3.2 held (and the balancer's 2.b, 2.1e), the balancer off.
+    *actor.upmap.lock().unwrap() = Some(ceph_recovery_budget::enforcer::actor::FakeUpmap {
+        pgs: ceph_recovery_budget::ceph::parse::pgs::parse(&read(
+            "30-hold.ceph_pg_dump_pgs_brief.json",
+        ))
+        .unwrap(),
+        map: upmap::view(&read("30-hold.ceph_osd_dump.json")).unwrap(),
+        balancer: Some(
+            upmap::balancer_status(&read("63-balancer-off.ceph_balancer_status.json")).unwrap(),
+        ),
+        before: Default::default(),
+    });
+    let cluster = FakeCluster::new();
+    let mut a = instance(
+        policy(Mode::Enforce, &temp_state("unowned-upmap")),
+        &actor,
+        cluster.instance("a"),
+    );
+    a.play(ClusterState::Healthy, false, 2).await;
+    let shared = a.enforcer.shared();
+    let view = shared.lock().unwrap().clone();
+    assert_eq!(view.leader, Some(true));
+    let found: Vec<&str> = view
+        .decisions
+        .iter()
+        .filter(|d| d.event == "UNOWNED")
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "{:?}", view.decisions);
+    assert!(
+        found[0].starts_with("UNOWNED: found at start, not set by this enforcer (no record), left as they are: pg_upmap_items=4 PGs: 2.a [2->3], 2.b [3->0], 2.1e [3->2], 3.2 [1->3]; balancer=off (mode upmap)."),
+        "{}",
+        found[0]
+    );
+    let text = String::from_utf8(render_enforcer_section(&view, Format::Text004).unwrap()).unwrap();
+    assert!(
+        text.contains(
+            r#"ceph_recovery_budget_unowned_settings{kind="upmap_items",name="pg_upmap_items"} 4"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"ceph_recovery_budget_unowned_settings{kind="balancer_off",name="balancer"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !actor
+            .commands()
+            .iter()
+            .any(|c| c.contains("upmap") || c.starts_with("balancer")),
+        "{:?}",
+        actor.commands()
+    );
+    assert_eq!(actor.upmap_now().unwrap().map.pg_upmap_items.len(), 4);
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,7 +13,9 @@ pub const ENFORCER: &str = concat!(
     r#"mon 'allow r, allow command "config set" with who=osd, allow command "config rm" with who=osd, "#,
     r#"allow command "osd set" with key=nobackfill, allow command "osd set" with key=norecover, "#,
     r#"allow command "osd unset" with key=nobackfill, allow command "osd unset" with key=norecover, "#,
-    r#"allow command "osd pg-upmap-items", allow command "osd rm-pg-upmap-items"' "#,
+    r#"allow command "osd pg-upmap-items", allow command "osd rm-pg-upmap-items", "#,
+    r#"allow command "config-key get" with key=ceph-recovery-budget/lease, "#,
+    r#"allow command "config-key set" with key=ceph-recovery-budget/lease' "#,
     r#"mgr 'allow command "pg dump", allow command "balancer status", allow command "balancer on", "#,
     r#"allow command "balancer off", allow command "balancer mode"' osd 'allow *'"#
 );
@@ -39,6 +41,10 @@ pub fn needed(command: &CephCommand) -> String {
             format!(r#"mon 'allow command "osd {verb}"'"#)
         }
         ["balancer", verb, ..] => format!(r#"mgr 'allow command "balancer {verb}"'"#),
+        // The lease's registration: `allow r` (even `rwx`) does not reach config-key.
+        ["config-key", verb, key, ..] => {
+            format!(r#"mon 'allow command "config-key {verb}" with key={key}'"#)
+        }
         // The OSDs refuse `tell` with anything less (measured: r, rx, rwx, pool-scoped *).
         ["tell", ..] => "osd 'allow *'".to_string(),
         // Mgr commands; `allow r` covers every read-only one.
@@ -98,6 +104,10 @@ mod tests {
             r#"mgr 'allow command "balancer off"'"#
         );
         assert_eq!(needs(&["osd", "pool", "ls", "detail"]), "mon 'allow r'");
+        assert_eq!(
+            needs(&["config-key", "get", "ceph-recovery-budget/lease"]),
+            r#"mon 'allow command "config-key get" with key=ceph-recovery-budget/lease'"#
+        );
     }
 
     /// The caps an error tells the operator to grant are the ones docs/deployment.md lists

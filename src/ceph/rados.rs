@@ -171,6 +171,13 @@ pub fn translate(command: &CephCommand) -> Result<Request, CephError> {
         ["balancer", verb @ ("status" | "on" | "off")] => mon(&format!("balancer {verb}"), &[]),
         ["balancer", "mode", mode] => mon("balancer mode", &[("mode", Arg::Str(mode))]),
         ["config", "dump"] => mon("config dump", &[]),
+        // The lease's registration (`MonCommands.h`: `config-key get name=key`, `config-key
+        // set name=key name=val`).
+        ["config-key", "get", key] => mon("config-key get", &[("key", Arg::Str(key))]),
+        ["config-key", "set", key, val] => mon(
+            "config-key set",
+            &[("key", Arg::Str(key)), ("val", Arg::Str(val))],
+        ),
         ["config", "get", who, key] => mon(
             "config get",
             &[("who", Arg::Str(who)), ("key", Arg::Str(key))],

@@ -9,8 +9,8 @@
 //! The loop itself only reads, runs effects, logs and writes the state file.
 //!
 //! Modules import only those listed before them, so none imports one that imports it back:
-//! types, pause, backfill_limit, policy, observation, event; state; effect; ctx; lever; ladder,
-//! flags, baseline, unowned; decide, outcome; view, actor; the loop here.
+//! types, pause, backfill_limit, policy, observation, event; stored, state; effect; ctx; lever; ladder,
+//! flags, baseline, unowned; decide, outcome, sent; view, actor; the loop here.
 
 pub mod actor;
 pub mod backfill_limit;
@@ -27,7 +27,9 @@ pub mod outcome;
 pub mod pause;
 pub mod policy;
 pub mod redundancy;
+pub mod sent;
 pub mod state;
+pub mod stored;
 pub mod types;
 pub mod unowned;
 pub mod view;
@@ -36,6 +38,8 @@ pub mod view;
 mod controller_tests;
 #[cfg(test)]
 mod ladder_tests;
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod lever_tests;
 #[cfg(test)]
@@ -68,6 +72,10 @@ pub use view::EnforcerView;
 /// `run_backfill`): enough for the monitors to commit an entry's holds together, few enough
 /// for the ceph CLI's processes on a small admin host.
 const UPMAP_AT_ONCE: usize = 8;
+
+/// The Ceph command timeout assumed until [`Enforcer::with_command_timeout`] gives `serve`'s
+/// (`--ceph-timeout`'s default).
+const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Wall-clock time for the pure code and the log. The tokio-based clock advances with tokio's
 /// (pausable) clock, so the loop can be tested under `tokio::time::pause`.
@@ -148,6 +156,9 @@ pub struct Enforcer<A, K> {
     /// The last failure to store the state with the lease: a refusal that lasts (the caps) is
     /// retried every cycle but said once, not once per cycle.
     store_error: Option<String>,
+    /// The longest a Ceph command takes (`--ceph-timeout`): with a lease, a cycle's commands are
+    /// bounded so that they fit in its renew deadline.
+    command_timeout: Duration,
 }
 
 impl<A: Actor, K: Clock> Enforcer<A, K> {
@@ -183,7 +194,14 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             memory_loaded: None,
             stored_original,
             store_error: None,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
         }
+    }
+
+    /// The Ceph command timeout (`--ceph-timeout`), which bounds a cycle's commands under a lease.
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
     }
 
     /// Act only while holding `link`'s lease, with the state stored next to it.
@@ -199,6 +217,25 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// the lease held and renewed within its renew deadline.
     fn may_act(&self) -> bool {
         self.lease.as_ref().is_none_or(Link::acting)
+    }
+
+    /// Asked before every command that changes the cluster, not once per effect: one effect can
+    /// be many commands, each up to the Ceph timeout. A command sent in time lands before the
+    /// lock can expire (the gap after the renew deadline holds one, checked at start).
+    fn may_send(&self) -> Result<(), CommandError> {
+        if self.may_act() {
+            Ok(())
+        } else {
+            Err(sent::LEASE_GONE.into())
+        }
+    }
+
+    /// With a lease: the rounds of commands (each up to the Ceph timeout, those of a round sent
+    /// together) that fit in the renew deadline, less the margin.
+    fn command_rounds(&self) -> Option<usize> {
+        self.lease
+            .as_ref()
+            .map(|l| l.config().command_rounds(self.command_timeout))
     }
 
     /// Whether `self.state` is the state that counts: with a lease, only once the state stored
@@ -623,6 +660,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             effect,
             persist_first,
         } = planned;
+        let mut cut = sent::Cut::default();
         let outcome = if self.policy.mode != Mode::Enforce {
             Outcome::Simulated
         } else if let Some(why) = self.not_allowed(persist_first, &effect).await {
@@ -634,7 +672,20 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 why,
             }
         } else {
-            self.run_effect(&effect).await
+            let (outcome, c) = self.run_effect(&effect).await;
+            cut = c;
+            outcome
+        };
+        // The lever's step is taken in as the part that reached Ceph (the lease lost on the
+        // way, holds left for the next cycle, `balancer off` failed): the record drops the holds
+        // it got before the run that were never sent.
+        let effect = match &effect {
+            Effect::Backfill(b) if matches!(outcome, Outcome::Backfill { .. }) => {
+                let ran = sent::as_ran(b, &outcome);
+                self.state = sent::forget_unsent(std::mem::take(&mut self.state), b, &ran);
+                Effect::Backfill(ran)
+            }
+            _ => effect,
         };
         // The outcome is taken in as of when the commands finished: a dozen upmap entries take
         // about as many seconds through the monitors (seen on the lab), and what follows from
@@ -656,13 +707,24 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Some(e) = &after.took_anyway {
             tracing::warn!(target: "decision", error = %e, "the command failed but the cluster shows the new values: counted as done");
         }
-        if after.failed {
+        // A step the lost lease cut short was not done, whatever its commands answered.
+        let failed = after.failed || !cut.lease_lost.is_empty();
+        if failed {
             if let Ok(mut v) = self.shared.lock() {
                 v.action_failures_total += 1;
             }
         }
         for r in &after.records {
             self.log(r);
+        }
+        if !cut.is_empty() {
+            let what = match &effect {
+                Effect::Backfill(_) => "the backfill lever's step",
+                _ => "the step",
+            };
+            for r in sent::records(&ctx::Ctx::new(&self.policy, obs, done_at), &cut, what) {
+                self.log(&r);
+            }
         }
         for r in &after.quiet {
             tracing::debug!(target: "decision", "{}", r.message);
@@ -680,14 +742,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Some((why, false)) = persist {
             let _ = self.persist(why).await;
         }
-        after.failed
+        failed
     }
 
-    /// The commands of one effect, and what each answered.
-    async fn run_effect(&self, effect: &Effect) -> Outcome {
-        match effect {
+    /// The commands of one effect, and what each answered; what was not sent, and why.
+    async fn run_effect(&self, effect: &Effect) -> (Outcome, sent::Cut) {
+        let outcome = match effect {
             Effect::Config(action) => {
                 let result = self.perform(action).await;
+                // Also after a command not sent: the read says what the ones before it did.
                 let read_back = match result {
                     Ok(()) => None,
                     Err(_) => self.read_back(action).await,
@@ -698,11 +761,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 let mut set = Vec::new();
                 let mut unset = Vec::new();
                 for f in flags {
-                    let r = self.actor.set_flag(f).await.map_err(CommandError::from);
+                    let r = match self.may_send() {
+                        Ok(()) => self.actor.set_flag(f).await.map_err(CommandError::from),
+                        Err(e) => Err(e),
+                    };
                     let failed = r.is_err();
                     set.push((f.clone(), r));
                     if failed {
-                        // No half pause: each flag is taken back.
+                        // No half pause: each flag is taken back (unsetting fails open: also
+                        // without the lease).
                         for f in flags {
                             let r = self.actor.unset_flag(f).await.map_err(CommandError::from);
                             unset.push((f.clone(), r));
@@ -712,6 +779,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
                 Outcome::Flags { set, unset }
             }
+            // Unsetting the pause flags fails open (recovery runs): sent also without the lease,
+            // as `not_allowed` lets the effect run.
             Effect::UnsetFlags { flags, .. } => {
                 let mut unset = Vec::new();
                 for f in flags {
@@ -723,8 +792,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     unset,
                 }
             }
-            Effect::Backfill(b) => self.run_backfill(b).await,
-        }
+            Effect::Backfill(b) => return self.run_backfill(b).await,
+        };
+        (outcome, sent::Cut::default())
     }
 
     /// The lever's commands: releases first (they never need the balancer paused), then the
@@ -733,30 +803,105 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// [`UPMAP_AT_ONCE`] at a time: the monitors commit the changes that arrive together in
     /// one OSD map, where one after the other each waited for its own (12 holds took 12 s on
     /// the lab, each PG re-peering in its own epoch: the entry's over-bound windows).
-    async fn run_backfill(&self, b: &effect::BackfillEffect) -> Outcome {
+    async fn run_backfill(&self, planned: &effect::BackfillEffect) -> (Outcome, sent::Cut) {
         use crate::backfill::BalancerStep;
         use futures_util::future::join_all;
+        // Holds beyond what fits in the renew deadline wait for the next cycle, which plans
+        // them again if they are still wanted.
+        let mut cut = sent::Cut::default();
+        let b = match self.command_rounds() {
+            Some(rounds) if planned.lifecycle.is_none() => {
+                let (b, left) = sent::within(planned, rounds, UPMAP_AT_ONCE);
+                cut.left = left;
+                cut.rounds = rounds;
+                b
+            }
+            _ => planned.clone(),
+        };
         let mut released = Vec::new();
         for ids in b.release.chunks(UPMAP_AT_ONCE) {
-            released.extend(join_all(ids.iter().map(|id| self.release_one(b, *id))).await);
+            let answers = join_all(ids.iter().map(|id| self.release_one(&b, *id))).await;
+            let (sent, not): (Vec<_>, Vec<_>) = answers.into_iter().partition(Option::is_some);
+            released.extend(sent.into_iter().flatten());
+            if !not.is_empty() {
+                break;
+            }
         }
         let mut balancer = Vec::new();
         let mut held = Vec::new();
+        let unsent = |released: &[(crate::ceph::parse::upmap::PgId, _)],
+                      held: &[(crate::ceph::parse::upmap::PgId, _)],
+                      balancer: &[(String, _)]| {
+            let mut out: Vec<String> = b
+                .release
+                .iter()
+                .filter(|id| !released.iter().any(|(p, _)| p == *id))
+                .map(|id| b.release_command(*id))
+                .collect();
+            if matches!(b.balancer, BalancerStep::Pause { .. }) && balancer.is_empty() {
+                out.push("ceph balancer off".to_string());
+            }
+            out.extend(
+                b.hold
+                    .iter()
+                    .filter(|h| !held.iter().any(|(p, _)| *p == h.pgid))
+                    .map(|h| h.command()),
+            );
+            out
+        };
+        if released.len() < b.release.len() {
+            cut.lease_lost = unsent(&released, &held, &balancer);
+            return (
+                Outcome::Backfill {
+                    released,
+                    held,
+                    balancer,
+                },
+                cut,
+            );
+        }
         if let BalancerStep::Pause { .. } = &b.balancer {
+            if self.may_send().is_err() {
+                cut.lease_lost = unsent(&released, &held, &balancer);
+                return (
+                    Outcome::Backfill {
+                        released,
+                        held,
+                        balancer,
+                    },
+                    cut,
+                );
+            }
             let r = self.actor.balancer_active(false).await;
             let ok = r.is_ok();
             balancer.push(("balancer off".to_string(), r.map_err(CommandError::from)));
             if !ok {
-                // No hold while the balancer may remove it.
-                return Outcome::Backfill {
-                    released,
-                    held,
-                    balancer,
-                };
+                // No hold while the balancer may remove it (the record drops them: not sent).
+                return (
+                    Outcome::Backfill {
+                        released,
+                        held,
+                        balancer,
+                    },
+                    cut,
+                );
             }
         }
         for holds in b.hold.chunks(UPMAP_AT_ONCE) {
-            held.extend(join_all(holds.iter().map(|h| self.hold_one(h))).await);
+            let answers = join_all(holds.iter().map(|h| self.hold_one(h))).await;
+            let (sent, not): (Vec<_>, Vec<_>) = answers.into_iter().partition(Option::is_some);
+            held.extend(sent.into_iter().flatten());
+            if !not.is_empty() {
+                cut.lease_lost = unsent(&released, &held, &balancer);
+                return (
+                    Outcome::Backfill {
+                        released,
+                        held,
+                        balancer,
+                    },
+                    cut,
+                );
+            }
         }
         if let BalancerStep::Restore {
             to,
@@ -764,42 +909,63 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             turn_on,
         } = &b.balancer
         {
+            let mut lost = Vec::new();
             if *set_mode {
-                let r = self.actor.balancer_mode(&to.mode).await;
-                balancer.push((
-                    format!("balancer mode {}", to.mode),
-                    r.map_err(CommandError::from),
-                ));
+                match self.may_send() {
+                    Ok(()) => {
+                        let r = self.actor.balancer_mode(&to.mode).await;
+                        balancer.push((
+                            format!("balancer mode {}", to.mode),
+                            r.map_err(CommandError::from),
+                        ));
+                    }
+                    Err(_) => lost.push(format!("ceph balancer mode {}", to.mode)),
+                }
             }
-            if *turn_on && balancer.iter().all(|(_, r)| r.is_ok()) {
-                let r = self.actor.balancer_active(true).await;
-                balancer.push(("balancer on".to_string(), r.map_err(CommandError::from)));
+            if *turn_on && lost.is_empty() && balancer.iter().all(|(_, r)| r.is_ok()) {
+                match self.may_send() {
+                    Ok(()) => {
+                        let r = self.actor.balancer_active(true).await;
+                        balancer.push(("balancer on".to_string(), r.map_err(CommandError::from)));
+                    }
+                    Err(_) => lost.push("ceph balancer on".to_string()),
+                }
+            } else if *turn_on && !lost.is_empty() {
+                lost.push("ceph balancer on".to_string());
             }
+            cut.lease_lost = lost;
         }
-        Outcome::Backfill {
-            released,
-            held,
-            balancer,
-        }
+        (
+            Outcome::Backfill {
+                released,
+                held,
+                balancer,
+            },
+            cut,
+        )
     }
 
-    /// Removes our items, or puts back the ones the PG had before the hold.
+    /// Removes our items, or puts back the ones the PG had before the hold; `None`: not sent
+    /// (the lease is gone).
     async fn release_one(
         &self,
         b: &effect::BackfillEffect,
         id: crate::ceph::parse::upmap::PgId,
-    ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
+    ) -> Option<(crate::ceph::parse::upmap::PgId, Result<(), CommandError>)> {
+        self.may_send().ok()?;
         let r = self.actor.set_pg_upmap_items(id, b.restore_items(id)).await;
-        (id, r.map_err(CommandError::from))
+        Some((id, r.map_err(CommandError::from)))
     }
 
-    /// Sets our items; none: the PG's own (someone else's, recorded) are taken off.
+    /// Sets our items; none: the PG's own (someone else's, recorded) are taken off. `None`: not
+    /// sent (the lease is gone).
     async fn hold_one(
         &self,
         h: &crate::backfill::PlannedHold,
-    ) -> (crate::ceph::parse::upmap::PgId, Result<(), CommandError>) {
+    ) -> Option<(crate::ceph::parse::upmap::PgId, Result<(), CommandError>)> {
+        self.may_send().ok()?;
         let r = self.actor.set_pg_upmap_items(h.pgid, &h.items).await;
-        (h.pgid, r.map_err(CommandError::from))
+        Some((h.pgid, r.map_err(CommandError::from)))
     }
 
     /// The configured values of the keys `action` changes, after it failed.
@@ -927,6 +1093,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                     self.state = stored;
                     tracing::info!(target: "decision", "state read from {location}: {summary}");
                 }
+                // A newer binary's: its own words say what to do (not "remove it").
+                Err(e @ state::StateFileError::NotOurs { .. }) => {
+                    return Err(e.to_string())
+                }
                 Err(e) => {
                     return Err(format!(
                         "the enforcer state stored in {location} cannot be read ({e}); nothing is changed until it can: inspect it with `rados -p {} get {} -`, restore by hand what it lists, then remove it",
@@ -1010,8 +1180,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    /// START: what is on the cluster that the state has no record of setting is named (one
-    /// decision-log line, `ceph_recovery_budget_unowned_settings`), never touched.
+    /// START and TAKEOVER: what is on the cluster that the state has no record of setting is
+    /// named (one decision-log line, `ceph_recovery_budget_unowned_settings`), never touched:
+    /// pause flags, lever keys, and the backfill lever's kind of change, upmap entries and a
+    /// balancer that is off (a lost state leaves held PGs pinned and the held-PG gauge at 0).
+    /// The OSD map's upmap entries are read here, not in every cycle; the balancer only in
+    /// enforce mode (its status needs the enforcer's mgr grant).
     async fn name_unowned(&mut self) {
         let flags = self.actor.flags().await.map_err(|e| e.to_string());
         let keys = self.lever_keys();
@@ -1020,9 +1194,24 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             .configured(&keys)
             .await
             .map_err(|e| e.to_string());
+        let upmap = Some(self.actor.upmap_view().await.map_err(|e| e.to_string()));
+        let balancer = match self.policy.mode {
+            Mode::Enforce => Some(
+                self.actor
+                    .balancer_status()
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
+        let reads = unowned::Reads {
+            osd_flags: flags,
+            configured,
+            upmap,
+            balancer,
+        };
         let now = self.clock.now();
-        let (found, record, warnings) =
-            unowned::at_start(&self.policy, &flags, &configured, &self.state, now);
+        let (found, record, warnings) = unowned::at_start(&self.policy, &reads, &self.state, now);
         for w in &warnings {
             tracing::warn!(target: "decision", "{w}");
         }
@@ -1053,12 +1242,14 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         for c in &action.changes {
             let pushed = [ladder::MCLOCK_RECOVERY_LIM, ladder::MCLOCK_RECOVERY_RES];
             if pushed.contains(&c.key.as_str()) && !action.push.iter().any(|(k, _)| *k == c.key) {
+                self.may_send()?;
                 if let Err(e) = self.actor.unpush(&c.key).await {
                     tracing::warn!(target: "decision", error = %e, "ceph tell osd.* config unset {} failed for some OSDs; they drop it when they restart", c.key);
                 }
             }
         }
         for c in &action.changes {
+            self.may_send()?;
             match &c.to {
                 Some(v) => self.actor.set(&c.key, v).await?,
                 None => self.actor.rm(&c.key).await?,
@@ -1067,6 +1258,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         // The running OSDs too: a down OSD gets the config database's value when it starts,
         // so a failure here is a warning, not a failed action.
         for (k, v) in &action.push {
+            if self.may_send().is_err() {
+                tracing::warn!(target: "decision", "ceph tell osd.* config set {k} {v} not sent: this instance no longer holds the lease; the OSDs take the config database's value when they restart");
+                continue;
+            }
             if let Err(e) = self.actor.push(k, v).await {
                 tracing::warn!(target: "decision", error = %e, "ceph tell osd.* config set {k} {v} failed for some OSDs; they take the config database's value when they restart");
             }

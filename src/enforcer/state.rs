@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::backfill_limit::{LeverState, LEVER_RUNG, PAUSE_RUNG};
 use super::event::DecisionEvent;
 use super::pause::PauseState;
+use super::stored::{self, NotOurs, WrittenBy};
 use super::types::Refused;
 pub use super::types::Time;
 use crate::backfill::Record;
@@ -438,6 +439,9 @@ pub enum StateFileError {
         path: String,
         source: std::io::Error,
     },
+    /// Written by a newer binary (issue 33): not read, never overwritten.
+    #[error("the enforcer state in {path} {why}")]
+    NotOurs { path: String, why: NotOurs },
 }
 
 impl EnforcerState {
@@ -463,18 +467,37 @@ impl EnforcerState {
         crate::atomic_file::write(path, &bytes).map_err(err)
     }
 
-    /// The stored form, in the file and in the lease object alike (readable with `rados get`).
+    /// The stored form, in the file and in the lease object alike (readable with `rados get`),
+    /// with who wrote it first ([`stored`]).
     pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec_pretty(self)
+        #[derive(Serialize)]
+        struct Stored<'a> {
+            written_by: WrittenBy,
+            #[serde(flatten)]
+            state: &'a EnforcerState,
+        }
+        serde_json::to_vec_pretty(&Stored {
+            written_by: WrittenBy::this(),
+            state: self,
+        })
     }
 
-    /// The stored form read back from `place` (named in the error).
+    /// The stored form read back from `place` (named in the error); refused when a newer
+    /// binary wrote it ([`stored`]).
     pub fn from_bytes(bytes: &[u8], place: &str) -> Result<Self, StateFileError> {
-        let state: Self =
-            serde_json::from_slice(bytes).map_err(|source| StateFileError::Parse {
-                path: place.to_string(),
-                source,
-            })?;
+        let parse = |source| StateFileError::Parse {
+            path: place.to_string(),
+            source,
+        };
+        let not_ours = |why| StateFileError::NotOurs {
+            path: place.to_string(),
+            why,
+        };
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(parse)?;
+        stored::check_format(&value).map_err(not_ours)?;
+        let state: Self = serde_json::from_value(value.clone()).map_err(parse)?;
+        let known = serde_json::to_value(&state).map_err(parse)?;
+        stored::check_fields(&value, &known).map_err(not_ours)?;
         Ok(state.migrated())
     }
 

@@ -1,7 +1,9 @@
 //! What is on the cluster that the enforcer could have set but has no record of setting: the
-//! ladder's pause flags in the OSD map, and its lever keys in the config database's `osd`
-//! section. Without a record it cannot tell an operator's deliberate setting from one an earlier
-//! enforcer left behind (a lost state file), so it names them (one decision-log line at start,
+//! ladder's pause flags in the OSD map, its lever keys in the config database's `osd` section,
+//! and the backfill lever's kind of change: `pg_upmap_items` entries and a mgr balancer that is
+//! off. Without a record it cannot tell an operator's deliberate setting (or the balancer's own
+//! entries) from one an earlier enforcer left behind (a lost state file or lease object), so it
+//! names them (one decision-log line at start and at every takeover,
 //! `ceph_recovery_budget_unowned_settings`, `status`) and never touches them. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +17,8 @@ use super::pause::foreign_flags;
 use super::policy::Policy;
 use super::state::EnforcerState;
 use super::types::Time;
+use crate::backfill::Record;
+use crate::ceph::parse::upmap::{items_text, BalancerStatus, UpmapView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -23,6 +27,10 @@ pub enum UnownedKind {
     Flag,
     /// A key set in the config database's `osd` section.
     Config,
+    /// `pg_upmap_items` entries of the OSD map (one item for all: a balancer keeps hundreds).
+    UpmapItems,
+    /// The mgr balancer, off.
+    BalancerOff,
 }
 
 impl UnownedKind {
@@ -31,6 +39,8 @@ impl UnownedKind {
         match self {
             UnownedKind::Flag => "flag",
             UnownedKind::Config => "config",
+            UnownedKind::UpmapItems => "upmap_items",
+            UnownedKind::BalancerOff => "balancer_off",
         }
     }
 }
@@ -40,18 +50,70 @@ impl UnownedKind {
 pub struct Unowned {
     pub kind: UnownedKind,
     pub name: String,
-    /// The configured value; `None` for a flag.
+    /// The configured value; `None` for a flag. The upmap entries: how many, and the first
+    /// few; the balancer: its mode.
     pub value: Option<String>,
+    /// The upmap entries: how many PGs have one (the metric's value; 1 for the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
 }
 
 impl Unowned {
-    /// "nobackfill flag", "osd_mclock_profile=high_client_ops"
+    /// "nobackfill flag", "osd_mclock_profile=high_client_ops", "pg_upmap_items=2 PGs: 2.b
+    /// [3->0], 2.1e [3->2]", "balancer=off (mode upmap)"
     pub fn describe(&self) -> String {
         match (&self.kind, &self.value) {
             (UnownedKind::Flag, _) | (_, None) => format!("{} flag", self.name),
-            (UnownedKind::Config, Some(v)) => format!("{}={v}", self.name),
+            (_, Some(v)) => format!("{}={v}", self.name),
         }
     }
+}
+
+/// The PGs named in a line; the count says how many there are in all.
+const PGS_NAMED: usize = 8;
+
+/// The backfill lever's kind of change without a record: every `pg_upmap_items` entry of the
+/// OSD map that the record does not hold with those exact items (the balancer's, an
+/// operator's, or ours from a lost record), as one item; and the mgr balancer when it is off
+/// and the record does not say the lever paused it. `balancer` `None`: not read.
+pub fn backfill(
+    map: &UpmapView,
+    balancer: Option<&BalancerStatus>,
+    record: &Record,
+) -> Vec<Unowned> {
+    let mut out = Vec::new();
+    let foreign: Vec<String> = map
+        .pg_upmap_items
+        .iter()
+        .filter(|(id, items)| record.held.get(id).is_none_or(|h| h.items != **items))
+        .map(|(id, items)| format!("{id} {}", items_text(items)))
+        .collect();
+    if !foreign.is_empty() {
+        let more = if foreign.len() > PGS_NAMED {
+            ", ..."
+        } else {
+            ""
+        };
+        out.push(Unowned {
+            kind: UnownedKind::UpmapItems,
+            name: "pg_upmap_items".into(),
+            value: Some(format!(
+                "{} PGs: {}{more}",
+                foreign.len(),
+                foreign[..foreign.len().min(PGS_NAMED)].join(", ")
+            )),
+            count: Some(foreign.len()),
+        });
+    }
+    if let Some(b) = balancer.filter(|b| !b.active && record.balancer.is_none()) {
+        out.push(Unowned {
+            kind: UnownedKind::BalancerOff,
+            name: "balancer".into(),
+            value: Some(format!("off (mode {})", b.mode)),
+            count: None,
+        });
+    }
+    out
 }
 
 /// The pause flags among the OSD map's `flags` that the state does not list as set by the
@@ -63,6 +125,7 @@ pub fn flags(osd_flags: &BTreeSet<String>, state: &EnforcerState) -> Vec<Unowned
             kind: UnownedKind::Flag,
             name,
             value: None,
+            count: None,
         })
         .collect()
 }
@@ -91,6 +154,7 @@ pub fn config(
             kind: UnownedKind::Config,
             name: k.clone(),
             value: Some(v.clone()),
+            count: None,
         })
         .collect()
 }
@@ -98,7 +162,8 @@ pub fn config(
 /// The list again from what a cycle read (`obs`), judged against the state the cycle started
 /// from (what it read was on the cluster before the cycle acted). A part not read this cycle
 /// (the flags or the config database are read only while recovery runs or the enforcer holds
-/// something) stays as it was.
+/// something; the OSD map's upmap entries and the balancer only while the backfill lever may
+/// act, and otherwise at start and takeover) stays as it was.
 pub fn refresh(prev: &[Unowned], obs: &Observation, state: &EnforcerState) -> Vec<Unowned> {
     let kept = |kind: UnownedKind| prev.iter().filter(move |u| u.kind == kind).cloned();
     let mut out: Vec<Unowned> = match &obs.osd_flags {
@@ -110,41 +175,99 @@ pub fn refresh(prev: &[Unowned], obs: &Observation, state: &EnforcerState) -> Ve
     } else {
         out.extend(kept(UnownedKind::Config));
     }
+    match &obs.backfill {
+        Some(Ok(view)) => {
+            let found = backfill(&view.map, view.balancer.as_ref().ok(), &state.backfill);
+            out.extend(
+                found
+                    .iter()
+                    .filter(|u| u.kind == UnownedKind::UpmapItems)
+                    .cloned(),
+            );
+            match &view.balancer {
+                Ok(_) => out.extend(
+                    found
+                        .into_iter()
+                        .filter(|u| u.kind == UnownedKind::BalancerOff),
+                ),
+                Err(_) => out.extend(kept(UnownedKind::BalancerOff)),
+            }
+        }
+        _ => {
+            out.extend(kept(UnownedKind::UpmapItems));
+            out.extend(kept(UnownedKind::BalancerOff));
+        }
+    }
     out
 }
 
-/// What START found: the list, the one decision-log line naming it (none when nothing was
-/// found), and a warning for each read that failed (the list then fills in from the cycles).
+/// What START and TAKEOVER read to name what has no record: each read, or why it failed;
+/// `None` for a read not made (the balancer in observe mode: its status needs the enforcer's
+/// mgr grant).
+pub struct Reads {
+    pub osd_flags: Result<BTreeSet<String>, String>,
+    pub configured: Result<BTreeMap<String, Option<String>>, String>,
+    pub upmap: Option<Result<UpmapView, String>>,
+    pub balancer: Option<Result<BalancerStatus, String>>,
+}
+
+/// What START (or TAKEOVER) found: the list, the one decision-log line naming it (none when
+/// nothing was found), and a warning for each read that failed (the list then fills in from the
+/// cycles).
 pub fn at_start(
     policy: &Policy,
-    osd_flags: &Result<BTreeSet<String>, String>,
-    configured: &Result<BTreeMap<String, Option<String>>, String>,
+    reads: &Reads,
     state: &EnforcerState,
     now: Time,
 ) -> (Vec<Unowned>, Option<DecisionRecord>, Vec<String>) {
     let mut found = Vec::new();
     let mut warnings = Vec::new();
     let later = "the list of settings found without a record (ceph_recovery_budget_unowned_settings) fills in when a cycle reads them";
-    match osd_flags {
+    match &reads.osd_flags {
         Ok(f) => found.extend(flags(f, state)),
         Err(e) => warnings.push(format!(
             "START: cannot read the OSD map flags (ceph osd dump): {e}; {later}"
         )),
     }
-    match configured {
+    match &reads.configured {
         Ok(c) => found.extend(config(c, state)),
         Err(e) => warnings.push(format!(
             "START: cannot read the configured values (ceph config dump): {e}; {later}"
         )),
     }
+    let balancer = match &reads.balancer {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            warnings.push(format!(
+                "START: cannot read the mgr balancer's status (ceph balancer status): {e}; {later}"
+            ));
+            None
+        }
+        None => None,
+    };
+    match &reads.upmap {
+        Some(Ok(map)) => found.extend(backfill(map, balancer, &state.backfill)),
+        Some(Err(e)) => warnings.push(format!(
+            "START: cannot read the OSD map's upmap entries (ceph osd dump): {e}; {later}"
+        )),
+        None => {}
+    }
     let record = (!found.is_empty()).then(|| {
         let names: Vec<String> = found.iter().map(Unowned::describe).collect();
+        let mut by_hand = vec!["ceph osd unset FLAG; ceph config rm osd KEY, or set the operator's value"];
+        if found.iter().any(|u| u.kind == UnownedKind::UpmapItems) {
+            by_hand.push("for upmap entries, `ceph osd dump -f json | jq .pg_upmap_items` lists them all: ours are those a record of the enforcer lists with these items, the others the balancer's or an operator's; remove one only once you know it is none of theirs (ceph osd rm-pg-upmap-items PGID)");
+        }
+        if found.iter().any(|u| u.kind == UnownedKind::BalancerOff) {
+            by_hand.push("the balancer: ceph balancer on, unless someone turned it off on purpose");
+        }
         let obs = Observation::quiet();
         Ctx::new(policy, &obs, now).record(
             DecisionEvent::Unowned,
             format!(
-                "UNOWNED: found at start, not set by this enforcer (no record), left as they are: {}. If an earlier enforcer whose state is lost left them, put them back by hand (ceph osd unset FLAG; ceph config rm osd KEY, or set the operator's value)",
-                names.join("; ")
+                "UNOWNED: found at start, not set by this enforcer (no record), left as they are: {}. If an earlier enforcer whose state is lost left them, put them back by hand ({})",
+                names.join("; "),
+                by_hand.join("; ")
             ),
         )
     });
@@ -226,8 +349,12 @@ mod tests {
         let p = Policy::default();
         let (found, record, warnings) = at_start(
             &p,
-            &Ok(set(&["nobackfill"])),
-            &Ok(db(&[("osd_mclock_profile", Some("high_client_ops"))])),
+            &Reads {
+                osd_flags: Ok(set(&["nobackfill"])),
+                configured: Ok(db(&[("osd_mclock_profile", Some("high_client_ops"))])),
+                upmap: None,
+                balancer: None,
+            },
             &EnforcerState::default(),
             1.0,
         );
@@ -242,8 +369,12 @@ mod tests {
         );
         let (found, record, warnings) = at_start(
             &p,
-            &Err("timed out".into()),
-            &Ok(db(&[("osd_mclock_profile", None)])),
+            &Reads {
+                osd_flags: Err("timed out".into()),
+                configured: Ok(db(&[("osd_mclock_profile", None)])),
+                upmap: None,
+                balancer: None,
+            },
             &EnforcerState::default(),
             1.0,
         );
@@ -258,11 +389,13 @@ mod tests {
                 kind: UnownedKind::Flag,
                 name: "nobackfill".into(),
                 value: None,
+                count: None,
             },
             Unowned {
                 kind: UnownedKind::Config,
                 name: "osd_max_backfills".into(),
                 value: Some("4".into()),
+                count: None,
             },
         ];
         let mut obs = Observation::quiet();
@@ -278,5 +411,141 @@ mod tests {
         obs.configured_known = true;
         obs.configured = db(&[("osd_max_backfills", None)]);
         assert_eq!(refresh(&prev, &obs, &EnforcerState::default()), prev[..1]);
+    }
+
+    fn upmap_fixture(name: &str) -> Vec<u8> {
+        let path = format!("{}/tests/fixtures/upmap/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn map(step: &str) -> UpmapView {
+        crate::ceph::parse::upmap::view(&upmap_fixture(&format!("{step}.ceph_osd_dump.json")))
+            .expect("osd dump")
+    }
+
+    fn balancer(step: &str) -> BalancerStatus {
+        crate::ceph::parse::upmap::balancer_status(&upmap_fixture(&format!(
+            "{step}.ceph_balancer_status.json"
+        )))
+        .expect("balancer status")
+    }
+
+    /// Issue 33.6, on the lab's recorded `osd dump`s: 30-hold has the balancer's 2.b and 2.1e
+    /// and the two PGs held by hand, 2.a [2->3] and 3.2 [1->3].
+    #[test]
+    fn upmap_entries_no_record_covers_are_named_as_one_with_their_count() {
+        let held = map("30-hold");
+        let names = |r: &Record| {
+            backfill(&held, None, r)
+                .iter()
+                .map(|u| (u.kind.as_str(), u.describe(), u.count))
+                .collect::<Vec<_>>()
+        };
+        // No record (a lost state): all four, ours among them.
+        assert_eq!(
+            names(&Record::default()),
+            [(
+                "upmap_items",
+                "pg_upmap_items=4 PGs: 2.a [2->3], 2.b [3->0], 2.1e [3->2], 3.2 [1->3]".to_string(),
+                Some(4)
+            )]
+        );
+        // A record of the two holds, with their items: only the balancer's two.
+        let mut record = Record::default();
+        for (id, from, to) in [("2.a", 2, 3), ("3.2", 1, 3)] {
+            let id = id.parse().expect("pg id");
+            let items = vec![crate::ceph::parse::upmap::UpmapItem { from, to }];
+            record.hold(&held.fsid, id, items, held.epoch, vec![], vec![]);
+        }
+        assert_eq!(
+            names(&record),
+            [(
+                "upmap_items",
+                "pg_upmap_items=2 PGs: 2.b [3->0], 2.1e [3->2]".to_string(),
+                Some(2)
+            )]
+        );
+        // Recorded with other items: the entry on the cluster is not ours.
+        record.held.values_mut().for_each(|h| h.items[0].to = 0);
+        assert_eq!(names(&record)[0].2, Some(4));
+        // Nothing at all in the healthy lab.
+        assert!(backfill(&map("00-healthy"), None, &Record::default()).is_empty());
+    }
+
+    #[test]
+    fn a_balancer_off_is_named_unless_the_record_says_the_lever_paused_it() {
+        let off = balancer("63-balancer-off");
+        assert!(!off.active);
+        let healthy = map("00-healthy");
+        let found = backfill(&healthy, Some(&off), &Record::default());
+        assert_eq!(
+            found
+                .iter()
+                .map(|u| (u.kind.as_str(), u.describe()))
+                .collect::<Vec<_>>(),
+            [("balancer_off", format!("balancer=off (mode {})", off.mode))]
+        );
+        let paused = Record {
+            balancer: Some(balancer("20-rebalance")),
+            ..Record::default()
+        };
+        assert!(backfill(&healthy, Some(&off), &paused).is_empty());
+        assert!(backfill(
+            &healthy,
+            Some(&balancer("20-rebalance")),
+            &Record::default()
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn the_start_line_says_how_to_tell_upmap_entries_apart_and_a_cycle_keeps_them_unless_it_read_them(
+    ) {
+        let reads = Reads {
+            osd_flags: Ok(BTreeSet::new()),
+            configured: Ok(BTreeMap::new()),
+            upmap: Some(Ok(map("30-hold"))),
+            balancer: Some(Ok(balancer("63-balancer-off"))),
+        };
+        let (found, record, warnings) =
+            at_start(&Policy::default(), &reads, &EnforcerState::default(), 1.0);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(found.len(), 2);
+        let line = record.expect("a line").message;
+        assert!(line.starts_with("UNOWNED: found at start, not set by this enforcer (no record), left as they are: pg_upmap_items=4 PGs: 2.a [2->3], 2.b [3->0], 2.1e [3->2], 3.2 [1->3]; balancer=off (mode "), "{line}");
+        assert!(
+            line.contains("`ceph osd dump -f json | jq .pg_upmap_items`"),
+            "{line}"
+        );
+        assert!(line.contains("ceph balancer on"), "{line}");
+        // A cycle that did not read the lever's view keeps them; one that did judges again.
+        let obs = Observation::quiet();
+        assert_eq!(refresh(&found, &obs, &EnforcerState::default()), found);
+        let mut obs = Observation::quiet();
+        obs.backfill = Some(Ok(crate::enforcer::observation::BackfillView {
+            pgs: Vec::new(),
+            map: map("00-healthy"),
+            balancer: Err("mgr down".into()),
+        }));
+        let now = refresh(&found, &obs, &EnforcerState::default());
+        assert_eq!(
+            now.iter().map(|u| u.kind).collect::<Vec<_>>(),
+            [UnownedKind::BalancerOff],
+            "no entries any more; the balancer not read: kept"
+        );
+        // A failed read at start is a warning, not a finding.
+        let reads = Reads {
+            upmap: Some(Err("timed out".into())),
+            balancer: None,
+            ..reads
+        };
+        let (found, _, warnings) =
+            at_start(&Policy::default(), &reads, &EnforcerState::default(), 1.0);
+        assert!(found.is_empty());
+        assert!(
+            warnings[0]
+                .contains("cannot read the OSD map's upmap entries (ceph osd dump): timed out"),
+            "{warnings:?}"
+        );
     }
 }

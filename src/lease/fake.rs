@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::registry::{self, Claim, Registration, Registry};
+use super::task::BoxFuture;
 use super::{Acquire, Holder, LeaseError, LockStore, Renew};
 
-const OBJECT: &str = "fake/ceph-recovery-budget.lease";
+const POOL: &str = "fake";
+const OBJECT: &str = "ceph-recovery-budget.lease";
 
 #[derive(Debug, Default)]
 struct Cluster {
@@ -32,16 +35,60 @@ impl Cluster {
     }
 }
 
-/// The shared "cluster"; [`FakeCluster::instance`] makes one client instance of it.
-#[derive(Debug, Clone, Default)]
+/// The shared "cluster": one lease object (in pool `fake`, or [`FakeCluster::pool`]'s) and the
+/// monitors' `config-key` store; [`FakeCluster::instance`] makes one client instance of it.
+#[derive(Debug, Clone)]
 pub struct FakeCluster {
     inner: Arc<Mutex<Cluster>>,
     clients: Arc<AtomicU32>,
+    pool: String,
+    config_key: Arc<Mutex<Option<String>>>,
+    /// While set, the `config-key` store refuses (EACCES: a user without the grant).
+    refuse_registry: Arc<AtomicBool>,
+}
+
+impl Default for FakeCluster {
+    fn default() -> Self {
+        FakeCluster {
+            inner: Arc::default(),
+            clients: Arc::default(),
+            pool: POOL.to_string(),
+            config_key: Arc::default(),
+            refuse_registry: Arc::default(),
+        }
+    }
 }
 
 impl FakeCluster {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The lease object of the same name in pool `pool` of this cluster: another lock and
+    /// state, the same monitors (what an instance given another `--enforcer.lease-pool` uses).
+    pub fn pool(&self, pool: &str) -> FakeCluster {
+        FakeCluster {
+            inner: Arc::default(),
+            pool: pool.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// What `ceph config-key get` of the lease registration answers.
+    pub fn registered(&self) -> Option<String> {
+        self.config_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// While set, reading and writing the registration are refused (EACCES).
+    pub fn set_refuse_registry(&self, refuse: bool) {
+        self.refuse_registry.store(refuse, Ordering::SeqCst);
+    }
+
+    fn location(&self) -> String {
+        format!("{}/{OBJECT}", self.pool)
     }
 
     /// A new client instance named `name` (its cookie); each gets its own client id.
@@ -66,6 +113,18 @@ impl FakeCluster {
     /// The holder now, as seen from the cluster.
     pub fn holder(&self) -> Option<Holder> {
         self.with(|c| c.holder(Instant::now()))
+    }
+
+    /// The lock passes to another instance named `name` for an hour, whoever held it: what a
+    /// holder sees when its lock expired on the OSD's clock and a standby took it. The former
+    /// holder's next renewal is refused.
+    pub fn hand_to(&self, name: &str) {
+        let taker = Holder {
+            instance: name.to_string(),
+            client: "client.9999".to_string(),
+        };
+        let until = Instant::now() + Duration::from_secs(3600);
+        self.with(|c| c.lock = Some((taker, until)));
     }
 
     /// How many state writes succeeded.
@@ -111,7 +170,7 @@ impl LockStore for FakeLockStore {
     }
 
     fn location(&self) -> String {
-        OBJECT.to_string()
+        self.cluster.location()
     }
 
     async fn try_lock(&self, duration: Duration) -> Result<Acquire, LeaseError> {
@@ -159,7 +218,7 @@ impl LockStore for FakeLockStore {
         if self.refuse_writes.load(Ordering::SeqCst) {
             return Err(LeaseError::Failed {
                 op: "writing the enforcer state",
-                object: OBJECT.to_string(),
+                object: self.cluster.location(),
                 detail: "refused by the test (ENOSPC)".to_string(),
             });
         }
@@ -169,7 +228,7 @@ impl LockStore for FakeLockStore {
                 return Err(LeaseError::NotHolder {
                     op: "writing the enforcer state",
                     instance: self.me.instance.clone(),
-                    object: OBJECT.to_string(),
+                    object: self.cluster.location(),
                 });
             }
             c.state = Some(bytes.to_vec());
@@ -181,5 +240,44 @@ impl LockStore for FakeLockStore {
     async fn read_state(&self) -> Result<Option<Vec<u8>>, LeaseError> {
         self.reach().await;
         Ok(self.cluster.with(|c| c.state.clone()))
+    }
+
+    async fn claim(&self) -> Result<Claim, LeaseError> {
+        let ours = Registration {
+            pool_id: None,
+            pool: self.cluster.pool.clone(),
+            object: OBJECT.to_string(),
+        };
+        registry::claim(&self.cluster, &ours).await
+    }
+}
+
+/// The monitors' `config-key` store, as the registry uses it.
+impl Registry for FakeCluster {
+    fn get(&self) -> BoxFuture<'_, Result<Option<String>, LeaseError>> {
+        let refused = self.registry_refusal("reading the lease registration");
+        let value = self.registered();
+        Box::pin(async move { refused.map_or(Ok(value), Err) })
+    }
+
+    fn set<'a>(&'a self, value: &'a str) -> BoxFuture<'a, Result<(), LeaseError>> {
+        let refused = self.registry_refusal("registering the lease");
+        if refused.is_none() {
+            *self.config_key.lock().unwrap_or_else(|e| e.into_inner()) = Some(value.to_string());
+        }
+        Box::pin(async move { refused.map_or(Ok(()), Err) })
+    }
+}
+
+impl FakeCluster {
+    fn registry_refusal(&self, op: &'static str) -> Option<LeaseError> {
+        self.refuse_registry
+            .load(Ordering::SeqCst)
+            .then(|| LeaseError::PermissionDenied {
+                op,
+                object: format!("config-key {}", registry::KEY),
+                errno: "EACCES".into(),
+                caps: registry::CAPS.into(),
+            })
     }
 }

@@ -31,6 +31,7 @@
 pub mod fake;
 #[cfg(feature = "librados")]
 pub mod rados;
+pub mod registry;
 pub mod task;
 
 use std::fmt;
@@ -52,16 +53,82 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// 40 s / 30 s / 5 s: a standby takes over within 45 s of a leader's death; a leader gets
-    /// six attempts to renew before it stops; the 10 s between stopping and a possible takeover
-    /// cover a change still in flight (bounded by the Ceph call timeout, 10 s by default) and
-    /// the OSD clock's skew. client-go uses 15/10/2 s for a kube-apiserver that answers in
-    /// milliseconds; a Ceph call may take seconds when the cluster is busy.
+    /// 40 s / 25 s / 5 s: a standby takes over within 45 s of a leader's death; a leader gets
+    /// five attempts to renew before it stops; the 15 s between stopping and a possible
+    /// takeover cover a change still in flight (bounded by the Ceph call timeout, 10 s by
+    /// default) and [`LeaseConfig::COMMAND_MARGIN`] (checked by
+    /// [`LeaseConfig::check_command_timeout`]). client-go uses 15/10/2 s for a kube-apiserver
+    /// that answers in milliseconds; a Ceph call may take seconds when the cluster is busy.
     pub const DEFAULT: LeaseConfig = LeaseConfig {
         lease_duration: Duration::from_secs(40),
-        renew_deadline: Duration::from_secs(30),
+        renew_deadline: Duration::from_secs(25),
         retry_period: Duration::from_secs(5),
     };
+
+    /// Kept free besides the Ceph command timeout, both between a leader's stop and a possible
+    /// takeover and in a cycle's share of the renew deadline: the OSD clock's skew against
+    /// ours, and a monitor committing a command whose client stopped waiting (a proposal goes
+    /// out every `paxos_propose_interval`, 1 s).
+    pub const COMMAND_MARGIN: Duration = Duration::from_secs(2);
+
+    /// A command sent just before this instance stops acting is answered (or given up) at most
+    /// `timeout` later: the lock must outlive it, or the next leader could act while it lands.
+    /// The error names the flags and the values that would do.
+    pub fn check_command_timeout(&self, timeout: Duration) -> Result<(), LeaseConfigError> {
+        let fmt = |d: Duration| humantime::format_duration(d).to_string();
+        let gap = self.lease_duration.saturating_sub(self.renew_deadline);
+        let needed = timeout + Self::COMMAND_MARGIN;
+        if gap >= needed {
+            return Ok(());
+        }
+        let short = needed - gap;
+        let mut fixes = vec![format!(
+            "--enforcer.lease-duration {} (a standby then takes over that much later after a crash)",
+            fmt(self.lease_duration + short)
+        )];
+        if let Some(renew) = self
+            .renew_deadline
+            .checked_sub(short)
+            .filter(|r| *r > self.retry_period)
+        {
+            fixes.push(format!(
+                "--enforcer.lease-renew-deadline {} (a leader that cannot renew stops sooner)",
+                fmt(renew)
+            ));
+        }
+        if let Some(t) = gap
+            .checked_sub(Self::COMMAND_MARGIN)
+            .filter(|t| !t.is_zero())
+        {
+            fixes.push(format!(
+                "--ceph-timeout {} (each Ceph command gets less time)",
+                fmt(t)
+            ));
+        }
+        Err(LeaseConfigError(format!(
+            "the lease duration ({}) minus the renew deadline ({}) leaves {} between a leader's stop and a possible takeover, less than the Ceph command timeout ({}) plus a {} margin: a command sent just before the leader stops could still change the cluster after another instance took over. Give {} (file keys enforcer.lease_duration, enforcer.lease_renew_deadline, ceph.timeout)",
+            fmt(self.lease_duration),
+            fmt(self.renew_deadline),
+            fmt(gap),
+            fmt(timeout),
+            fmt(Self::COMMAND_MARGIN),
+            fixes.join(", or ")
+        )))
+    }
+
+    /// How many rounds of Ceph commands fit in a renew deadline (less the margin) when each
+    /// round takes at most `timeout` (the commands of a round are sent together): at least
+    /// one, or nothing could ever be done. A cycle's changes are bounded by it, so that a cycle
+    /// ends within the time a leader may act without renewing.
+    pub fn command_rounds(&self, timeout: Duration) -> usize {
+        let room = self.renew_deadline.saturating_sub(Self::COMMAND_MARGIN);
+        if timeout.is_zero() {
+            return 1;
+        }
+        usize::try_from(room.as_nanos() / timeout.as_nanos())
+            .unwrap_or(usize::MAX)
+            .max(1)
+    }
 
     pub fn new(
         lease_duration: Duration,
@@ -195,6 +262,10 @@ pub enum LeaseError {
     },
     #[error("lease: {message}")]
     Connect { message: String },
+    /// Another lease object is registered for the cluster ([`registry`]): an instance with
+    /// another `--enforcer.lease-pool` may lead there.
+    #[error("this instance's lease object is {ours}, but the cluster's is registered as {registered} (ceph config-key get {key}): an instance given another --enforcer.lease-pool would lead too, so this one stays standby. Give every instance the same --enforcer.lease-pool; to move the lease on purpose, stop every instance (SIGTERM), then `ceph config-key rm {key}`", key = registry::KEY)]
+    Elsewhere { ours: String, registered: String },
 }
 
 impl LeaseError {
@@ -209,6 +280,7 @@ impl LeaseError {
             LeaseError::TooLarge { .. } => "too_large",
             LeaseError::Failed { .. } => "failed",
             LeaseError::Connect { .. } => "connect",
+            LeaseError::Elsewhere { .. } => "elsewhere",
         }
     }
 }
@@ -236,6 +308,9 @@ pub trait LockStore: Send + Sync + 'static {
     fn write_state(&self, bytes: &[u8]) -> impl Future<Output = Result<(), LeaseError>> + Send;
     /// The state last written; `None` if none was ever written.
     fn read_state(&self) -> impl Future<Output = Result<Option<Vec<u8>>, LeaseError>> + Send;
+    /// Registers this lease object as the cluster's ([`registry`]) when none is, and says
+    /// whether the registered one is this one. Asked when the lock was just taken.
+    fn claim(&self) -> impl Future<Output = Result<registry::Claim, LeaseError>> + Send;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -528,6 +603,9 @@ pub struct Step {
     pub events: Vec<LeaseEvent>,
     /// The store's failure, if the call failed (the role changes only by the rules above).
     pub error: Option<LeaseError>,
+    /// The lock was taken but the registry could not say whether its object is the cluster's:
+    /// this instance leads without that check, and says so.
+    pub unchecked: Option<LeaseError>,
 }
 
 /// The election over a store: call [`Lease::step`] every retry period.
@@ -572,6 +650,7 @@ impl<S: LockStore> Lease<S> {
             object: self.store.location(),
             timeout: budget,
         };
+        let mut unchecked = None;
         let error = match self.elector.next_op() {
             Op::Renew => {
                 let result = tokio::time::timeout(budget, self.store.renew(config.lease_duration))
@@ -589,6 +668,37 @@ impl<S: LockStore> Lease<S> {
                     tokio::time::timeout(budget, self.store.try_lock(config.lease_duration))
                         .await
                         .unwrap_or_else(|_| Err(timed_out("taking the lease")));
+                // Just taken: lead only if it is the cluster's registered lease object.
+                let result = match result {
+                    Ok(Acquire::Acquired) => {
+                        let left = budget.saturating_sub(sent_at.elapsed());
+                        match tokio::time::timeout(left, self.store.claim()).await {
+                            Ok(Ok(registry::Claim::Ours)) => Ok(Acquire::Acquired),
+                            Ok(Ok(registry::Claim::Elsewhere { registered })) => {
+                                // Released at once: a lock of ours kept here would stop the
+                                // instances of this pool taking it if the registration moves.
+                                let _ = self.store.unlock().await;
+                                Err(LeaseError::Elsewhere {
+                                    ours: self.store.location(),
+                                    registered,
+                                })
+                            }
+                            Ok(Err(e)) => {
+                                unchecked = Some(e);
+                                Ok(Acquire::Acquired)
+                            }
+                            Err(_) => {
+                                unchecked = Some(LeaseError::Timeout {
+                                    op: "reading the lease registration",
+                                    object: format!("config-key {}", registry::KEY),
+                                    timeout: left,
+                                });
+                                Ok(Acquire::Acquired)
+                            }
+                        }
+                    }
+                    other => other,
+                };
                 events.extend(self.elector.observe(
                     sent_at,
                     Outcome::TryLock(&result),
@@ -597,7 +707,11 @@ impl<S: LockStore> Lease<S> {
                 result.err()
             }
         };
-        Step { events, error }
+        Step {
+            events,
+            error,
+            unchecked,
+        }
     }
 
     /// Releases the lease (clean exit): another instance can take it at once.
@@ -610,6 +724,7 @@ impl<S: LockStore> Lease<S> {
         Step {
             events,
             error: result.err(),
+            unchecked: None,
         }
     }
 

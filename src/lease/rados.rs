@@ -56,6 +56,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::registry::{self, Claim, Registration, Registry};
 use super::{Acquire, Holder, LeaseError, LockStore, Renew};
 use crate::ceph::rados::{errno_text, Handle, RadosClient};
 
@@ -103,6 +104,8 @@ pub struct RadosLockStore {
     resolved: Arc<Mutex<Option<String>>>,
     cookie: String,
     description: String,
+    /// Where the cluster's one lease object is registered; `None`: not checked.
+    registry: Option<Box<dyn Registry>>,
 }
 
 impl RadosLockStore {
@@ -126,7 +129,16 @@ impl RadosLockStore {
             resolved: Arc::new(Mutex::new(None)),
             cookie: format!("{host}/pid {pid}/{:x}-{seq}", started & 0xffff_ffff_ffff),
             description: format!("ceph-recovery-budget enforcer on {host}, pid {pid}"),
+            registry: None,
         }
+    }
+
+    /// Checks at every take that this lease object is the cluster's registered one
+    /// ([`registry`]). Give it a client other than the lease's own: a timed-out monitor
+    /// command drops a librados connection, and with it the lock it holds.
+    pub fn with_registry(mut self, registry: Box<dyn Registry>) -> Self {
+        self.registry = Some(registry);
+        self
     }
 
     fn resolved(&self) -> Option<String> {
@@ -274,6 +286,21 @@ impl LockStore for RadosLockStore {
         const OP: &str = "reading the enforcer state";
         self.call(OP, move |io| io.read_state(OP)).await
     }
+
+    async fn claim(&self) -> Result<Claim, LeaseError> {
+        let Some(registry) = &self.registry else {
+            return Ok(Claim::Ours);
+        };
+        let (pool_id, pool) = self
+            .call("registering the lease", |io| Ok((io.id(), io.pool.clone())))
+            .await?;
+        let ours = Registration {
+            pool_id: Some(pool_id),
+            pool,
+            object: OBJECT.to_string(),
+        };
+        registry::claim(registry.as_ref(), &ours).await
+    }
 }
 
 /// `cls_lock_assert_op`, encoded as Ceph's `ENCODE_START(1, 1)`: version 1, compat 1, the
@@ -328,6 +355,7 @@ extern "C" {
         ioctx: *mut *mut c_void,
     ) -> c_int;
     fn rados_ioctx_destroy(io: *mut c_void);
+    fn rados_ioctx_get_id(io: *mut c_void) -> i64;
     fn rados_lock_exclusive(
         io: *mut c_void,
         oid: *const c_char,
@@ -448,6 +476,12 @@ impl Io {
 
     fn object(&self) -> String {
         format!("{}/{OBJECT}", self.pool)
+    }
+
+    /// The pool's id, which a rename keeps.
+    fn id(&self) -> i64 {
+        // SAFETY: `raw` is a live io context (self), only read.
+        unsafe { rados_ioctx_get_id(self.raw) }
     }
 
     fn error(&self, op: &'static str, ret: c_int) -> LeaseError {

@@ -71,6 +71,9 @@ impl<S: LockStore> LockStore for Arc<S> {
     fn read_state(&self) -> impl Future<Output = Result<Option<Vec<u8>>, LeaseError>> + Send {
         (**self).read_state()
     }
+    fn claim(&self) -> impl Future<Output = Result<super::registry::Claim, LeaseError>> + Send {
+        (**self).claim()
+    }
 }
 
 /// What the task publishes after every call.
@@ -207,12 +210,20 @@ async fn run<S: LockStore>(
         publish(&lease, &status, step.error.as_ref(), term);
         // One line per kind of failure, not one every retry period.
         match &step.error {
+            // Two leaders, one of them this instance if it did not hold back: an error.
+            Some(e @ LeaseError::Elsewhere { .. }) if last_reason != Some(e.reason()) => {
+                tracing::error!(target: "decision", error = %e, reason = e.reason(), "lease: {e}");
+                last_reason = Some(e.reason());
+            }
             Some(e) if last_reason != Some(e.reason()) => {
                 tracing::warn!(target: "decision", error = %e, reason = e.reason(), "lease: {e}");
                 last_reason = Some(e.reason());
             }
             Some(_) => {}
             None => last_reason = None,
+        }
+        if let Some(e) = &step.unchecked {
+            tracing::error!(target: "decision", error = %e, reason = e.reason(), "lease: taken without checking that it is the cluster's one lease object ({e}); an instance given another --enforcer.lease-pool would lead too. Grant {} to check it", super::registry::CAPS);
         }
         for e in step.events {
             let _ = events.send(e);

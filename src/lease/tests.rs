@@ -70,6 +70,34 @@ fn config_orderings_are_checked_with_the_change_to_make() {
     assert!(e.contains("retry period is 0"), "{e}");
 }
 
+/// Issue 33.4: the gap between stopping and a possible takeover holds a Ceph command and the
+/// margin; a cycle's commands fit in the renew deadline.
+#[test]
+fn the_gap_must_hold_a_ceph_command_and_a_cycle_fits_the_renew_deadline() {
+    let ten = 10 * S;
+    assert!(LeaseConfig::DEFAULT.check_command_timeout(ten).is_ok());
+    assert!(LeaseConfig::DEFAULT.check_command_timeout(13 * S).is_ok());
+    let e = LeaseConfig::DEFAULT
+        .check_command_timeout(14 * S)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("leaves 15s between a leader's stop and a possible takeover, less than the Ceph command timeout (14s) plus a 2s margin"), "{e}");
+    // The 6/4/1 s lease of the lab tests leaves 2 s: too little for any command.
+    let short = LeaseConfig::new(6 * S, 4 * S, S).expect("valid");
+    assert!(short
+        .check_command_timeout(Duration::from_millis(1))
+        .is_err());
+    assert!(LeaseConfig::new(16 * S, 4 * S, S)
+        .expect("valid")
+        .check_command_timeout(ten)
+        .is_ok());
+    // (25 s - 2 s) / 10 s: two rounds; never none.
+    assert_eq!(LeaseConfig::DEFAULT.command_rounds(ten), 2);
+    assert_eq!(LeaseConfig::DEFAULT.command_rounds(S), 23);
+    assert_eq!(short.command_rounds(ten), 1);
+    assert_eq!(short.command_rounds(Duration::ZERO), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_leader_stops_acting_exactly_at_the_renew_deadline_counted_from_the_send() {
     let mut e = Elector::new(config(), "a");
@@ -410,4 +438,58 @@ async fn a_leader_told_another_holds_the_lock_steps_down_naming_it() {
     );
     assert!(!e.is_leader_now(t0 + 2 * S));
     assert_eq!(e.holder_seen(), Some(&b));
+}
+
+/// Issue 33 (a): two instances given different lease pools hold two locks; only the one whose
+/// lease object is the cluster's registered one leads, the other releases its lock and says
+/// what to change. Both pools on one cluster share its monitors' `config-key` store.
+#[tokio::test(start_paused = true)]
+async fn an_instance_on_another_lease_pool_never_leads_beside_the_registered_one() {
+    let mgr = FakeCluster::new();
+    let other = mgr.pool("rbd-meta");
+    let mut a = Lease::new(mgr.instance("a"), config());
+    let mut b = Lease::new(other.instance("b"), config());
+    let step = a.step().await;
+    assert!(step.error.is_none() && step.unchecked.is_none(), "{step:?}");
+    assert!(a.is_leader_now());
+    assert_eq!(
+        mgr.registered().as_deref(),
+        Some(r#"{"pool":"fake","object":"ceph-recovery-budget.lease"}"#)
+    );
+    for _ in 0..3 {
+        let step = b.step().await;
+        assert!(!b.is_leader_now());
+        let e = step.error.expect("refused").to_string();
+        assert_eq!(e.split(": an instance").next(), Some("this instance's lease object is rbd-meta/ceph-recovery-budget.lease, but the cluster's is registered as fake/ceph-recovery-budget.lease (ceph config-key get ceph-recovery-budget/lease)"));
+        assert!(
+            e.contains("Give every instance the same --enforcer.lease-pool")
+                && e.contains("ceph config-key rm ceph-recovery-budget/lease"),
+            "{e}"
+        );
+        assert_eq!(other.holder(), None, "its lock is released at once");
+        sleep(2 * S).await;
+        a.step().await;
+    }
+    // Another instance on the registered pool takes over as before once `a` is gone.
+    a.release().await;
+    let mut c = Lease::new(mgr.instance("c"), config());
+    let step = c.step().await;
+    assert!(step.error.is_none(), "{step:?}");
+    assert!(c.is_leader_now());
+}
+
+/// Without the grant for `config-key` (an existing deployment) the leader leads as before, and
+/// the step says the check could not be made.
+#[tokio::test(start_paused = true)]
+async fn a_registry_that_cannot_be_read_does_not_stop_a_leader_but_is_said() {
+    let cluster = FakeCluster::new();
+    cluster.set_refuse_registry(true);
+    let mut a = Lease::new(cluster.instance("a"), config());
+    let step = a.step().await;
+    assert!(a.is_leader_now());
+    let e = step.unchecked.expect("said").to_string();
+    assert!(e.contains(registry::CAPS), "{e}");
+    // Renewals do not ask again.
+    sleep(2 * S).await;
+    assert!(a.step().await.unchecked.is_none());
 }

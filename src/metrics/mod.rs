@@ -329,10 +329,15 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     }
     enc.family(&gauge(
         "ceph_recovery_budget_unowned_settings",
-        "1 for each pause flag (kind=flag) or lever key in the config database (kind=config) found on the cluster that the enforcer has no record of setting; it never touches them.",
+        "1 for each pause flag (kind=flag) or lever key in the config database (kind=config) found on the cluster that the enforcer has no record of setting, 1 for the mgr balancer off (kind=balancer_off), and the number of PGs with pg_upmap_items entries no record of the backfill lever covers (kind=upmap_items, one series); it never touches them.",
     ));
     for u in &v.unowned {
-        enc.sample(&[("kind", u.kind.as_str()), ("name", u.name.as_str())], 1.0);
+        // The upmap entries as one count: a balancer keeps hundreds, one series each would not do.
+        let value = u.count.map_or(1.0, |n| n as f64);
+        enc.sample(
+            &[("kind", u.kind.as_str()), ("name", u.name.as_str())],
+            value,
+        );
     }
 }
 

@@ -377,8 +377,8 @@ declare_settings! {
             key: "lease_renew_deadline",
             value_name: "DURATION",
             help: "A leader that has not renewed the lease for this long stops changing the cluster, before the lease can expire and another instance take over",
-            default(HumanDuration(LeaseConfig::DEFAULT.renew_deadline) => "30s"),
-            note: "shorter than the lease duration, longer than the retry period",
+            default(HumanDuration(LeaseConfig::DEFAULT.renew_deadline) => "25s"),
+            note: "shorter than the lease duration, longer than the retry period; enforce mode: the lease duration minus it at least the ceph timeout + 2s",
         }
         lease_retry_period: HumanDuration {
             flag: "enforcer.lease-retry-period",

@@ -100,10 +100,12 @@ pub fn forget_lease() {
     }
 }
 
-/// Lease durations for lab tests: a killed instance's lock is gone within seconds.
+/// Lease durations for lab tests: a killed instance's lock is gone within seconds. The 12 s
+/// between the renew deadline and the lease duration hold a command of the default
+/// `--ceph-timeout` (10s) and the 2 s margin, which `serve` checks at start.
 pub const SHORT_LEASE: [&str; 6] = [
     "--enforcer.lease-duration",
-    "6s",
+    "16s",
     "--enforcer.lease-renew-deadline",
     "4s",
     "--enforcer.lease-retry-period",

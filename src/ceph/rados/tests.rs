@@ -135,6 +135,20 @@ fn every_command_the_program_sends_is_translated_like_the_cli() {
             &["osd", "get-require-min-compat-client"],
             r#"{"prefix":"osd get-require-min-compat-client","format":"json"}"#,
         ),
+        // The lease's registration.
+        (
+            &["config-key", "get", "ceph-recovery-budget/lease"],
+            r#"{"prefix":"config-key get","key":"ceph-recovery-budget/lease","format":"json"}"#,
+        ),
+        (
+            &[
+                "config-key",
+                "set",
+                "ceph-recovery-budget/lease",
+                r#"{"pool":".mgr"}"#,
+            ],
+            r#"{"prefix":"config-key set","key":"ceph-recovery-budget/lease","val":"{\"pool\":\".mgr\"}","format":"json"}"#,
+        ),
     ] {
         assert_eq!(mon_json(words), json, "{words:?}");
         // Valid JSON, whatever the values.

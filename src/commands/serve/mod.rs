@@ -235,7 +235,10 @@ async fn serve_with<C: Client + Clone>(
 
 /// The enforcer, unless its mode is off: the state file loaded and judged by
 /// [`startup::plan`], the baseline read, the start said in the decision log.
-fn start_enforcer<C: Client>(settings: &Settings, client: C) -> anyhow::Result<Option<Started<C>>> {
+fn start_enforcer<C: Client + Clone>(
+    settings: &Settings,
+    client: C,
+) -> anyhow::Result<Option<Started<C>>> {
     let policy: &Policy = &settings.policy;
     let fixed = match &policy.baseline {
         _ if policy.mode == enforcer::Mode::Off => None,
@@ -259,7 +262,7 @@ fn start_enforcer<C: Client>(settings: &Settings, client: C) -> anyhow::Result<O
     };
     // Enforce mode acts only under the lease, and keeps its state with it: the file is a cache.
     let lease = match policy.mode {
-        enforcer::Mode::Enforce => Some(lease_starter(settings)?),
+        enforcer::Mode::Enforce => Some(lease_starter(settings, client.clone())?),
         _ => None,
     };
     if save_first {
@@ -294,7 +297,8 @@ fn start_enforcer<C: Client>(settings: &Settings, client: C) -> anyhow::Result<O
         fixed,
         settings.collect_interval,
         style,
-    );
+    )
+    .with_command_timeout(settings.ceph.timeout);
     let enforcer = if persist {
         enforcer
     } else {
@@ -351,8 +355,14 @@ where
 
 /// The lease of enforce mode, over a librados connection of its own (the collector's may be
 /// dropped and reopened after a timeout, and a new connection cannot renew the old one's lock).
+///
+/// The lease object is checked against the cluster's registered one at every take, over
+/// `registry_client` (the enforcer's): two instances given different pools never both lead.
 #[cfg(feature = "librados")]
-fn lease_starter(settings: &Settings) -> anyhow::Result<LeaseStarter> {
+fn lease_starter<C: Client>(
+    settings: &Settings,
+    registry_client: C,
+) -> anyhow::Result<LeaseStarter> {
     use ceph_recovery_budget::ceph::rados::{RadosClient, RadosSettings};
     use ceph_recovery_budget::lease::rados::{LeasePool, RadosLockStore, DEFAULT_POOLS, OBJECT};
     let client = RadosClient::new(RadosSettings {
@@ -365,7 +375,9 @@ fn lease_starter(settings: &Settings) -> anyhow::Result<LeaseStarter> {
         Some(p) => LeasePool::Named(p.clone()),
         None => LeasePool::Default,
     };
-    let store = RadosLockStore::new(client, pool);
+    let store = RadosLockStore::new(client, pool).with_registry(Box::new(
+        ceph_recovery_budget::lease::registry::CephRegistry(registry_client),
+    ));
     let c = settings.lease.config;
     tracing::info!(
         target: "decision",
@@ -382,7 +394,7 @@ fn lease_starter(settings: &Settings) -> anyhow::Result<LeaseStarter> {
 }
 
 #[cfg(not(feature = "librados"))]
-fn lease_starter(_settings: &Settings) -> anyhow::Result<LeaseStarter> {
+fn lease_starter<C: Client>(_settings: &Settings, _client: C) -> anyhow::Result<LeaseStarter> {
     anyhow::bail!(
         "enforce mode needs the lease in the cluster (one active enforcer per cluster, its state kept next to it), which is taken over librados, and this binary was built without it: use the container image or `cargo build --release --features librados` (needs librados-dev), or run --enforcer.mode observe"
     )
