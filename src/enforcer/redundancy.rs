@@ -57,6 +57,24 @@ pub enum Risk {
     },
 }
 
+impl Risk {
+    /// The `reason` label of `ceph_recovery_budget_suspend_reason_info`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Risk::Undersized {
+                pools_at_min_size, ..
+            } if !pools_at_min_size.is_empty() => "pool_at_min_size",
+            Risk::Undersized { .. } => "undersized",
+            Risk::PoolsAtMinSize { .. } => "pool_at_min_size",
+            Risk::DegradedAtMinSize { .. } | Risk::DegradedUnplaced { .. } => {
+                "degraded_at_min_size"
+            }
+            Risk::CannotServe { .. } => "pgs_cannot_serve_io",
+            Risk::Inactive { .. } => "pgs_inactive",
+        }
+    }
+}
+
 impl fmt::Display for Risk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -244,6 +262,10 @@ mod tests {
         );
         assert_eq!(risks(SuspendWhen::AnyUndersized, &pgs, None), vec![]);
         assert_eq!(risks(SuspendWhen::PoolAtMinSize, &pgs, None), vec![]);
+        assert_eq!(
+            risks(SuspendWhen::RedundancyAtRisk, &pgs, None)[0].reason(),
+            "degraded_at_min_size"
+        );
     }
 
     /// Two of four OSDs down: PGs `undersized+degraded+peered` (below min_size, no I/O).

@@ -310,10 +310,12 @@ impl EnforcerView {
         self.breach_seconds = state.breach_since.map_or(0.0, |t| (now - t).max(0.0));
         self.suspended = state.phase == Phase::Suspended;
         self.suspend_reason = self.suspended.then(|| {
-            if !obs.pools_at_min_size.is_empty() {
-                "pool_at_min_size".to_string()
-            } else {
-                "undersized".to_string()
+            let inactive_for = state.inactive_since.map(|t| now - t);
+            match super::redundancy::risks(policy.suspend_when, obs, inactive_for).first() {
+                Some(risk) => risk.reason().to_string(),
+                // Redundancy is back; the RESUME has not gone through yet.
+                None if !obs.pools_at_min_size.is_empty() => "pool_at_min_size".to_string(),
+                None => "undersized".to_string(),
             }
         });
         self.holding_reason = state.holding.clone();

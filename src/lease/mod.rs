@@ -38,6 +38,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+/// A boxed future, for the object-safe traits of the lease (its state half, the registry).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 use tokio::time::Instant;
 
 // ------------------------------------------------------------------------------------------

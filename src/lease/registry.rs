@@ -18,8 +18,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::task::BoxFuture;
-use super::LeaseError;
+use super::{BoxFuture, LeaseError};
 use crate::ceph::{CephCommand, CephError, Client};
 
 /// The `config-key` key.

@@ -8,7 +8,6 @@
 //! [`LeaseEvent`]s to log them and to reload its state after each `Acquired`.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{Acquire, Holder, Lease, LeaseConfig, LeaseError, LeaseEvent, LockStore, Renew};
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use super::BoxFuture;
 
 /// The state half of a [`LockStore`], object-safe so that the enforcer does not carry the
 /// store's type.
