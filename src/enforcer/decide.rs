@@ -94,9 +94,12 @@ fn at_risk(policy: &Policy, obs: &Observation, state: &EnforcerState, now: Time)
     redundancy::describe(&redundancy::risks(policy.suspend_when, obs, inactive_for))
 }
 
-/// What a person changed of what the enforcer set (neither its value nor the operator's
-/// original), one "KEY is X (we set Y, the original was Z)" each; empty when nothing was, or
-/// the configured values are not known.
+/// What a person changed of what the enforcer set (anything but its value), one "KEY is X (we
+/// set Y, the original was Z)" each; empty when nothing was, or the configured values are not
+/// known. A key set back to the operator's original by hand counts too: someone took the
+/// decision back, and setting it again would fight them. Not while an action of the enforcer's
+/// is being retried: a give-back that went through for some keys and failed for others leaves
+/// those keys at their originals by the enforcer's own hand.
 fn hand_changed(state: &EnforcerState, obs: &Observation) -> Vec<String> {
     let Some(applied) = &state.applied else {
         return Vec::new();
@@ -109,8 +112,9 @@ fn hand_changed(state: &EnforcerState, obs: &Observation) -> Vec<String> {
         .iter()
         .filter(|(k, ours)| {
             let now_v = obs.configured.get(*k).cloned().flatten();
+            let original = state.original.get(*k).cloned().flatten();
             !same_setting(&now_v, &Some((*ours).clone()))
-                && !same_setting(&now_v, &state.original.get(*k).cloned().flatten())
+                && (state.retry.is_none() || !same_setting(&now_v, &original))
         })
         .map(|(k, ours)| {
             format!(

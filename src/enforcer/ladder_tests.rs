@@ -800,7 +800,11 @@ fn the_pause_is_not_said_to_go_on_after_the_recovery_ended() {
     }
     sim.state.flags_set = BTreeSet::from(["nobackfill".into(), "norecover".into()]);
     sim.now += 15.0;
-    let obs = finished();
+    // The config database as the enforcer left it.
+    let obs = Observation {
+        configured: sim.configured.clone(),
+        ..finished()
+    };
     let d = decide(&sim.policy, &obs, &sim.state, sim.now);
     let ended = d
         .notes

@@ -427,6 +427,27 @@ fn b5_wpq_levers_are_set_and_restored_including_unset() {
     assert_eq!(sim.configured.get("osd_recovery_sleep_hdd"), Some(&None));
 }
 
+/// Issue 33: an operator who puts the operator's own value back by hand during the throttle has
+/// taken the decision back: OVERRIDE, and the enforcer does not throttle again this recovery.
+#[test]
+fn b6_a_setting_put_back_to_its_original_by_hand_is_an_override() {
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(50.0), 16 * 60);
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_client_ops".to_string()))
+    );
+    sim.configured
+        .insert(MCLOCK_PROFILE_KEY.into(), Some("balanced".into()));
+    assert!(sim.run(&recovering(500.0), 3600).is_empty());
+    assert!(sim.events().contains(&"OVERRIDE"));
+    assert_eq!(sim.state.phase, Phase::Overridden);
+    assert_eq!(
+        sim.configured.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("balanced".to_string()))
+    );
+}
+
 #[test]
 fn b6_a_manual_change_stops_the_enforcer_until_recovery_ends() {
     let mut sim = Sim::new(policy());
