@@ -461,10 +461,10 @@ impl Io {
             }
         }
         let hint = if named {
-            "create it, or name an existing pool for the lease".to_string()
+            "create it, or name an existing replicated pool with --enforcer.lease-pool (enforcer.lease_pool in the config file)".to_string()
         } else {
             format!(
-                "none of {} exists (the mgr creates one of them: is a mgr running?); name an existing pool for the lease",
+                "none of {} exists (the mgr creates one of them: is a mgr running? On Debian's Reef 18.2.7 the devicehealth module cannot load and `.mgr` is never made); name an existing replicated pool with --enforcer.lease-pool (enforcer.lease_pool in the config file)",
                 DEFAULT_POOLS.join(", ")
             )
         };
