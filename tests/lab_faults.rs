@@ -9,7 +9,7 @@
 //! (so that a restore that is lost shows), runs a client write load and a rebalance, and ends
 //! when recovery has ended and the settings are back (or a timeout says they are not).
 //!
-//! Run by scripts/test (about 15 minutes on the 2-core lab machine):
+//! Run by scripts/test (about 27 minutes on the 2-core lab machine):
 //!   CRB_LAB=1 cargo test --features librados --test lab_faults -- --include-ignored --test-threads=1 --nocapture
 //! `CRB_FAULT_ROWS=1,5` runs only those rows. The table is also written to
 //! `target/fault-matrix.md`.
@@ -1441,12 +1441,787 @@ fn row_garbage(n: usize) -> Report {
 }
 
 // ------------------------------------------------------------------------------------------
+// The backfill lever's rows (issue 33, point 8)
+// ------------------------------------------------------------------------------------------
+
+/// Up to rung 3, the backfill lever (never the pause: rung 4 is not the point here).
+const LEVER: [&str; 2] = ["--enforcer.max-rung", "3"];
+/// The pool row 11 deletes.
+const DOOMED: &str = "crb-doomed";
+
+/// `pgid` -> its `pg_upmap_items` mappings (`[{"from":..,"to":..}]`) from `ceph osd dump`.
+fn upmap_items() -> BTreeMap<String, serde_json::Value> {
+    ceph_json(&["osd", "dump"])["pg_upmap_items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["pgid"].as_str()?.to_string(), e["mappings"].clone())))
+        .collect()
+}
+
+/// `ceph balancer status`: (active, mode).
+fn balancer() -> (bool, String) {
+    let v = ceph_json(&["balancer", "status"]);
+    (
+        v["active"].as_bool().unwrap_or(false),
+        v["mode"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// A stored state's `backfill.held`: pgid -> (items, the OSD map epoch the hold was planned
+/// from).
+fn held_in(state: &serde_json::Value) -> BTreeMap<String, (serde_json::Value, u64)> {
+    state["backfill"]["held"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(id, h)| {
+            (
+                id.clone(),
+                (h["items"].clone(), h["epoch"].as_u64().unwrap_or(0)),
+            )
+        })
+        .collect()
+}
+
+/// An instance's local copy of its state (written after each store in the lease object).
+fn state_file(path: &Path) -> serde_json::Value {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The lease object's content (the stored state), as the runbook reads it, and its pool.
+fn lease_object() -> Option<(String, serde_json::Value)> {
+    ["device_health_metrics", ".mgr"].iter().find_map(|pool| {
+        let out = Command::new("rados")
+            .args(["-p", pool, "get", "ceph-recovery-budget.lease", "-"])
+            .envs(lab_env())
+            .output()
+            .ok()?;
+        let v = serde_json::from_slice(&out.stdout).ok()?;
+        out.status.success().then(|| (pool.to_string(), v))
+    })
+}
+
+/// Every PG hold (pgid -> items) any of the state files listed while the row ran, read once a
+/// second from a thread: what "ours" means in the OSD map at the end.
+struct HeldWatch {
+    seen: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HeldWatch {
+    fn start(files: Vec<PathBuf>) -> Self {
+        let seen = Arc::new(Mutex::new(BTreeMap::<String, BTreeSet<String>>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                for f in &files {
+                    for (id, (items, _)) in held_in(&state_file(f)) {
+                        if let Ok(mut m) = s.lock() {
+                            m.entry(id).or_default().insert(items.to_string());
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        HeldWatch { seen, stop }
+    }
+
+    fn note(&self, held: &BTreeMap<String, (serde_json::Value, u64)>) {
+        if let Ok(mut m) = self.seen.lock() {
+            for (id, (items, _)) in held {
+                m.entry(id.clone()).or_default().insert(items.to_string());
+            }
+        }
+    }
+
+    fn pgs(&self) -> usize {
+        self.seen.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// The OSD map's entries that are one of the holds seen (same PG, same items).
+    fn ours_in_map(&self) -> Vec<String> {
+        let seen = self.seen.lock().map(|m| m.clone()).unwrap_or_default();
+        upmap_items()
+            .into_iter()
+            .filter(|(id, items)| seen.get(id).is_some_and(|s| s.contains(&items.to_string())))
+            .map(|(id, items)| format!("{id} {items}"))
+            .collect()
+    }
+}
+
+impl Drop for HeldWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Puts back what a lever row changed beside the levers, whatever happens: the PG log settings,
+/// the doomed pool (and the permission to delete it), the balancer as it was.
+struct LeverLab {
+    balancer: (bool, String),
+}
+
+impl LeverLab {
+    /// Short PG logs (a rebalance then backfills: the lever has PGs to hold).
+    fn start() -> Self {
+        let balancer = balancer();
+        lab(&["pg-logs-short"]);
+        LeverLab { balancer }
+    }
+}
+
+impl Drop for LeverLab {
+    fn drop(&mut self) {
+        let _ = ceph_out(&["config", "set", "mon", "mon_allow_pool_delete", "true"]);
+        let _ = ceph_out(&[
+            "osd",
+            "pool",
+            "delete",
+            DOOMED,
+            DOOMED,
+            "--yes-i-really-really-mean-it",
+        ]);
+        let _ = ceph_out(&["config", "rm", "mon", "mon_allow_pool_delete"]);
+        let _ = Command::new(repo().join("scripts/ceph-lab"))
+            .arg("pg-logs-default")
+            .output();
+        if balancer() != self.balancer {
+            let _ = ceph_out(&["balancer", "mode", &self.balancer.1]);
+            let on = if self.balancer.0 { "on" } else { "off" };
+            let _ = ceph_out(&["balancer", on]);
+        }
+    }
+}
+
+/// The lever's end of a row: nothing of ours in the OSD map, the balancer as before, the PG log
+/// settings back to Ceph's defaults (checked in the config database).
+fn lever_checks(
+    watch: &HeldWatch,
+    balancer_before: &(bool, String),
+    checks: &mut Vec<(String, bool)>,
+) {
+    let ours = watch.ours_in_map();
+    checks.push((
+        format!(
+            "no pg_upmap_items of ours in `ceph osd dump` ({} PGs held during the row; left: {ours:?})",
+            watch.pgs()
+        ),
+        ours.is_empty(),
+    ));
+    let b = balancer();
+    checks.push((
+        format!("the balancer as before (active {}, mode {})", b.0, b.1),
+        b == *balancer_before,
+    ));
+}
+
+/// Waits until `state` (a local state file) lists a held PG for which `pred` holds.
+fn wait_held(
+    what: &str,
+    timeout: Duration,
+    state: &Path,
+    pred: impl Fn(&BTreeMap<String, (serde_json::Value, u64)>) -> bool,
+) -> bool {
+    try_wait(timeout, what, || pred(&held_in(&state_file(state))))
+}
+
+/// 11: a pool whose PGs the lever holds is deleted. Its entries leave the record with a line,
+/// no release of them is tried again and again, the others are released at the end.
+fn row_pool_deleted(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let guard = LeverLab::start();
+    let balancer_before = guard.balancer.clone();
+    ceph(&["osd", "pool", "create", DOOMED, "16", "16", "replicated"]);
+    ceph(&["osd", "pool", "set", DOOMED, "size", "3"]);
+    ceph(&["osd", "pool", "set", DOOMED, "min_size", "2"]);
+    ceph(&["osd", "pool", "application", "enable", DOOMED, "rados"]);
+    let pool_id = ceph_json(&["osd", "pool", "ls", "detail"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["pool_name"] == DOOMED)
+        .and_then(|p| p["pool_id"].as_u64())
+        .expect("the doomed pool's id");
+    lab(&["wait-clean", "300"]);
+    // More writes than the short logs keep (100 entries): its moved PGs backfill too.
+    let bench = Command::new("rados")
+        .args([
+            "-p",
+            DOOMED,
+            "bench",
+            "8",
+            "write",
+            "-b",
+            "4096",
+            "-t",
+            "16",
+            "--no-cleanup",
+        ])
+        .envs(lab_env())
+        .output()
+        .expect("rados bench");
+    assert!(bench.status.success(), "rados bench on {DOOMED} failed");
+    let prefix = format!("{pool_id}.");
+    let load = Load::start();
+    let state = row.state("A");
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
+    let watch = HeldWatch::start(vec![state.clone()]);
+    let poller = Poller::start(&[&a]);
+    lab(&REBALANCE);
+    let held = wait_held(
+        &format!("A holds a PG of {DOOMED} and one of another pool"),
+        Duration::from_secs(240),
+        &state,
+        |h| {
+            h.keys().any(|id| id.starts_with(&prefix))
+                && h.keys().any(|id| !id.starts_with(&prefix))
+        },
+    );
+    let doomed_held: Vec<String> = held_in(&state_file(&state))
+        .into_keys()
+        .filter(|id| id.starts_with(&prefix))
+        .collect();
+    eprintln!("faults: A holds {doomed_held:?} of {DOOMED}");
+    ceph(&["config", "set", "mon", "mon_allow_pool_delete", "true"]);
+    ceph(&[
+        "osd",
+        "pool",
+        "delete",
+        DOOMED,
+        DOOMED,
+        "--yes-i-really-really-mean-it",
+    ]);
+    ceph(&["config", "rm", "mon", "mon_allow_pool_delete"]);
+    // The pool's PG ids as words of a line ("3.a", not "13.a" or "osd.3.").
+    let of_pool = |m: &str| {
+        m.split(|c: char| !(c.is_ascii_hexdigit() || c == '.'))
+            .any(|w| {
+                w.strip_prefix(&prefix)
+                    .is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()))
+            })
+    };
+    let gone_line = |a: &Instance| {
+        a.messages()
+            .iter()
+            .filter(|m| {
+                m.contains("is no longer held by the enforcer")
+                    && of_pool(m)
+                    && (m.contains("deleted") || m.contains("does not exist"))
+            })
+            .count()
+    };
+    let forgot = try_wait(
+        Duration::from_secs(60),
+        "A's record lost the deleted pool's PGs",
+        || {
+            !held_in(&state_file(&state))
+                .keys()
+                .any(|id| id.starts_with(&prefix))
+                && gone_line(&a) > 0
+        },
+    );
+    // A while of the lever going on without the pool: no command on it is tried again.
+    std::thread::sleep(Duration::from_secs(20));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
+    let scrapes = poller.finish();
+    let failed_on_pool = a
+        .decisions()
+        .iter()
+        .filter(|d| d.event.as_deref() == Some("ACTION_FAILED") && of_pool(&d.message))
+        .count();
+    let mut checks = vec![
+        (
+            format!("A held PGs of {DOOMED} ({doomed_held:?}) beside others"),
+            held,
+        ),
+        (
+            format!(
+                "after the delete, A's record dropped them with a line ({} line(s))",
+                gone_line(&a)
+            ),
+            forgot,
+        ),
+        (
+            format!("no failed command on a PG of the pool ({failed_on_pool})"),
+            failed_on_pool == 0,
+        ),
+        (
+            "RESTORE at the end of recovery".to_string(),
+            a.count(&["RESTORE"]) > 0,
+        ),
+        (
+            "A's record empty at the end".to_string(),
+            held_in(&state_file(&state)).is_empty(),
+        ),
+    ];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    lever_checks(&watch, &balancer_before, &mut checks);
+    drop(guard);
+    checks.push((
+        "the PG log settings and mon_allow_pool_delete back (unset)".to_string(),
+        pg_log_and_pool_delete_unset(),
+    ));
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: did(&[&a]),
+        logs: logs(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+fn pg_log_and_pool_delete_unset() -> bool {
+    let dump = ceph_json(&["config", "dump"]);
+    !dump.as_array().into_iter().flatten().any(|e| {
+        let name = e["name"].as_str().unwrap_or("");
+        name.contains("pg_log") || name == "mon_allow_pool_delete"
+    })
+}
+
+/// Lease settings with two rounds of commands in the renew deadline ((14 s - 2 s) / 6 s): the
+/// lever's first step is `balancer off`, then a round of holds, and the lease checked before
+/// each command.
+const TWO_ROUNDS: [&str; 8] = [
+    "--enforcer.lease-duration",
+    "22s",
+    "--enforcer.lease-renew-deadline",
+    "14s",
+    "--enforcer.lease-retry-period",
+    "1s",
+    "--ceph-timeout",
+    "6s",
+];
+
+fn lease_args(state: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = enforce_args(state, extra);
+    // The two-round lease in place of SHORT_LEASE's values (a flag may be given once).
+    for pair in TWO_ROUNDS.chunks(2) {
+        match args.iter().position(|a| a == pair[0]) {
+            Some(i) => args[i + 1] = pair[1].to_string(),
+            None => args.extend([pair[0].to_string(), pair[1].to_string()]),
+        }
+    }
+    args
+}
+
+/// 12: the leader loses its lease between `balancer off` and the holds of the same step: a
+/// `--ceph-cmd` wrapper SIGSTOPs it (its parent) as soon as `ceph balancer off` returned, and
+/// it is continued once the standby took over. It sends no hold after that; the new leader
+/// drops from the record the holds the old one stored before its run and never sent, and puts
+/// the balancer back.
+fn row_lease_lost_in_batch(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let guard = LeverLab::start();
+    let balancer_before = guard.balancer.clone();
+    let load = Load::start();
+    let wrapper = row.dir.join("ceph-wrapper");
+    let calls = row.dir.join("calls");
+    script(
+        &wrapper,
+        &format!(
+            "#!/usr/bin/env bash\n\
+             dir={}\n\
+             case \" $* \" in\n\
+             \x20 *\" pg-upmap-items \"*|*\" rm-pg-upmap-items \"*|*\" balancer off \"*|*\" balancer on \"*|*\" balancer mode \"*) echo \"$(date +%s.%N) $*\" >>\"$dir/calls\" ;;\n\
+             esac\n\
+             ceph \"$@\"\n\
+             rc=$?\n\
+             if [[ \" $* \" == *\" balancer off \"* ]] && mv \"$dir/arm\" \"$dir/fired\" 2>/dev/null; then\n\
+             \x20 kill -STOP \"$PPID\"\n\
+             \x20 echo \"$PPID\" >\"$dir/stopped\"\n\
+             fi\n\
+             exit $rc\n",
+            row.dir.display()
+        ),
+    );
+    std::fs::write(row.dir.join("arm"), "").expect("arm");
+    let w = wrapper.display().to_string();
+    let state_a = row.state("A");
+    let state_b = row.state("B");
+    let mut a = Instance::start(
+        "A",
+        &row.dir,
+        &lease_args(&state_a, &["--ceph-cmd", &w, LEVER[0], LEVER[1]]),
+    );
+    wait_until(Duration::from_secs(30), "A leads", || {
+        a.sum("ceph_recovery_budget_leader", "") == 1.0
+    });
+    let mut b = Instance::start("B", &row.dir, &lease_args(&state_b, &LEVER));
+    let watch = HeldWatch::start(vec![state_a.clone(), state_b.clone()]);
+    let poller = Poller::start(&[&a, &b]);
+    lab(&REBALANCE);
+    let stopped = try_wait(
+        Duration::from_secs(300),
+        "A stopped right after its `balancer off`",
+        || row.dir.join("stopped").exists(),
+    );
+    assert!(
+        stopped,
+        "A never paused the balancer; its log:\n{}",
+        a.timed_log()
+    );
+    poller.remove(&a);
+    // What A stored before the run: the holds of this step, sent after `balancer off`.
+    let planned = held_in(&state_file(&state_a));
+    watch.note(&planned);
+    let none_sent = planned
+        .iter()
+        .all(|(id, (items, _))| upmap_items().get(id) != Some(items));
+    let took = try_wait(Duration::from_secs(60), "B took the lease", || {
+        b.count(&["LEASE_ACQUIRED"]) > 0
+    });
+    // B's takeover (the balancer put back, the record read) before A runs again.
+    std::thread::sleep(Duration::from_secs(5));
+    let continued_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let pid = nix::unistd::Pid::from_raw(a.child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    eprintln!("faults: A continued");
+    poller.add(&a);
+    // B drops the holds A stored and never sent: its TAKEOVER gives back what the record
+    // holds, and an entry not in the OSD map leaves it without a command. (Compared with the
+    // stored state later, B's own holds of the same PGs, same items, would look the same.)
+    let dropped = try_wait(
+        Duration::from_secs(30),
+        "B's TAKEOVER left no PG held",
+        || {
+            b.messages()
+                .iter()
+                .any(|m| m.contains("TAKEOVER") && m.contains("leaves no PG held"))
+        },
+    );
+    std::thread::sleep(Duration::from_secs(10));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a, &b]);
+    let scrapes = poller.finish();
+    // What A's wrapper ran once A was continued.
+    let a_after: Vec<String> = std::fs::read_to_string(&calls)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|t| t.parse::<f64>().ok())
+                .is_some_and(|t| t >= continued_at)
+        })
+        .map(str::to_string)
+        .collect();
+    let not_sent = a
+        .messages()
+        .iter()
+        .any(|m| m.starts_with("NOT SENT") && m.contains("pg-upmap-items"));
+    let mut checks = vec![
+        (
+            format!(
+                "A stored {} holds before its run, none in the OSD map while it was stopped",
+                planned.len()
+            ),
+            !planned.is_empty() && none_sent,
+        ),
+        ("B took the lease while A was stopped".to_string(), took),
+        (
+            "A, continued: its holds NOT SENT (the lease checked before each), LEASE_LOST"
+                .to_string(),
+            not_sent && a.count(&["LEASE_LOST"]) > 0,
+        ),
+        (
+            format!("no upmap or balancer command from A after it was continued ({a_after:?})"),
+            a_after.is_empty(),
+        ),
+        (
+            "B's TAKEOVER dropped A's unsent holds (the enforcer leaves no PG held)".to_string(),
+            dropped,
+        ),
+    ];
+    let after_exit = finish(&mut [&mut a, &mut b], &mut checks);
+    lever_checks(&watch, &balancer_before, &mut checks);
+    drop(guard);
+    checks.push((
+        "the PG log settings back (unset)".to_string(),
+        pg_log_and_pool_delete_unset(),
+    ));
+    Report {
+        scrapes,
+        scrape_note: "A not counted while stopped".into(),
+        did: did(&[&a, &b]),
+        logs: logs(&[&a, &b]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+/// 13: the lease object (lock and stored state) deleted while the lever holds PGs; then, the
+/// holder SIGKILLed and the object deleted again, a new instance with an empty directory: it
+/// names the entries and the balancer off (UNOWNED, the metric), never touches them, and the
+/// row cleans up with the runbook's commands.
+fn row_state_deleted(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let guard = LeverLab::start();
+    let balancer_before = guard.balancer.clone();
+    let items_before = upmap_items();
+    let load = Load::start();
+    let state_a = row.state("A");
+    let state_b = row.state("B-empty");
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&state_a, &LEVER));
+    let watch = HeldWatch::start(vec![state_a.clone(), state_b.clone()]);
+    let poller = Poller::start(&[&a]);
+    lab(&REBALANCE);
+    let in_map = |state: &Path| {
+        let map = upmap_items();
+        held_in(&state_file(state))
+            .into_iter()
+            .filter(|(id, (items, _))| map.get(id) == Some(items))
+            .count()
+    };
+    let held = try_wait(Duration::from_secs(240), "A holds PGs", || {
+        in_map(&state_a) > 0
+    });
+    // 1. Deleted under the live leader.
+    let n_before = a.decisions().len();
+    let held_then = held_in(&state_file(&state_a));
+    forget_lease();
+    eprintln!(
+        "faults: lease object deleted while A holds {:?}",
+        held_then.keys()
+    );
+    std::thread::sleep(Duration::from_secs(30));
+    let phase1: Vec<String> = a
+        .decisions()
+        .into_iter()
+        .skip(n_before)
+        .filter_map(|d| d.event)
+        .filter(|e| SHOWN_EVENTS.contains(&e.as_str()))
+        .collect();
+    let map_now = upmap_items();
+    let still_in_map = held_then
+        .iter()
+        .filter(|(id, (items, _))| map_now.get(*id) == Some(items))
+        .count();
+    let stored_again = lease_object().map(|(_, s)| held_in(&s)).unwrap_or_default();
+    let restored_object = !stored_again.is_empty();
+    // Nothing lost: each hold of then is either gone from the map or in the state stored anew.
+    let unaccounted: Vec<&String> = held_then
+        .keys()
+        .filter(|id| {
+            let m = map_now.get(*id);
+            m.is_some() && stored_again.get(*id).map(|(i, _)| i) != m
+        })
+        .collect();
+    let released_at_takeover = a
+        .messages()
+        .iter()
+        .any(|m| m.contains("TAKEOVER: released"));
+    eprintln!(
+        "faults: 30 s after: A did {phase1:?}; {still_in_map} of {} holds still in the map; the object stored again with holds: {restored_object}",
+        held_then.len()
+    );
+    // 2. The holder gone and its state with it: SIGKILL, the object deleted again.
+    let again = try_wait(Duration::from_secs(120), "A holds PGs again", || {
+        in_map(&state_a) > 0
+    });
+    poller.remove(&a);
+    a.kill9();
+    let record = lease_object();
+    forget_lease();
+    let orphans: BTreeMap<String, serde_json::Value> = {
+        let map = upmap_items();
+        held_in(&state_file(&state_a))
+            .into_iter()
+            .filter(|(id, (items, _))| map.get(id) == Some(items))
+            .map(|(id, (items, _))| (id, items))
+            .collect()
+    };
+    let balancer_off = !balancer().0;
+    let mut b = Instance::start("B", &row.dir, &enforce_args(&state_b, &LEVER));
+    poller.add(&b);
+    let named = try_wait(
+        Duration::from_secs(30),
+        "B named what it found (UNOWNED)",
+        || {
+            b.messages().iter().any(|m| {
+                m.starts_with("UNOWNED")
+                    && m.contains("pg_upmap_items=")
+                    && orphans
+                        .keys()
+                        .take(8)
+                        .all(|id| m.contains(&format!("{id} ")))
+                    && (!balancer_off || m.contains("balancer=off"))
+            })
+        },
+    );
+    let metric = |kind: &str| {
+        b.sum(
+            "ceph_recovery_budget_unowned_settings",
+            &format!("kind=\"{kind}\""),
+        )
+    };
+    let upmap_metric = metric("upmap_items");
+    let balancer_metric = metric("balancer_off");
+    // Left as they are while B runs.
+    let mut touched = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        let map = upmap_items();
+        for (id, items) in &orphans {
+            if map.get(id) != Some(items) && !touched.contains(id) {
+                touched.push(id.clone());
+            }
+        }
+        if balancer_off && balancer().0 {
+            touched.push("balancer".into());
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // The runbook ("Whose upmap entries are these?"): ours are those the record lists with the
+    // same items; with the record gone, its last copy read before (`rados get`).
+    let record_copy = record.map(|(_, s)| s);
+    let saved = record_copy.as_ref().map(held_in).unwrap_or_default();
+    let map = upmap_items();
+    let mut removed = Vec::new();
+    for (id, (items, _)) in &saved {
+        if map.get(id) == Some(items) && items_before.get(id) != Some(items) {
+            ceph(&["osd", "rm-pg-upmap-items", id]);
+            removed.push(id.clone());
+        }
+    }
+    if balancer_before.0 && !balancer().0 {
+        ceph(&["balancer", "mode", &balancer_before.1]);
+        ceph(&["balancer", "on"]);
+    }
+    // The lost state took the operator's originals with it: B found A's rung-2 keys, called
+    // them UNOWNED and took them for the operator's. Once recovery is over and B at rest, the
+    // runbook's `ceph config rm osd KEY, or set the operator's value`, from the record read.
+    drop(load);
+    lab(&["rebalance-stop"]);
+    lab(&["wait-clean", "900"]);
+    try_wait(Duration::from_secs(120), "B at rest", || b.at_rest());
+    let originals: Vec<(String, Option<String>)> = record_copy
+        .as_ref()
+        .and_then(|s| s["original"].as_object().cloned())
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, v.as_str().map(str::to_string)))
+        .collect();
+    for (k, v) in &originals {
+        match v {
+            Some(v) => ceph(&["config", "set", "osd", k, v]),
+            None => ceph(&["config", "rm", "osd", k]),
+        }
+    }
+    let mut tell_unset = Vec::new();
+    if !try_wait(Duration::from_secs(20), "the settings as before", || {
+        settings_now() == before
+    }) {
+        // The limits the enforcer pushed with `tell osd.* config set` stay in the running OSDs
+        // over the config database: the enforcer takes them off with `config unset`.
+        for (k, _) in &originals {
+            if k.starts_with("osd_mclock_scheduler_background_recovery") {
+                let _ = ceph_out(&["tell", "osd.*", "config", "unset", k]);
+                tell_unset.push(k.clone());
+            }
+        }
+        try_wait(Duration::from_secs(20), "the settings as before", || {
+            settings_now() == before
+        });
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let after = settings_now();
+    let scrapes = poller.finish();
+    let mut checks = vec![
+        ("A held PGs".to_string(), held),
+        (
+            format!(
+                "the runbook's config cleanup from the record's originals ({}){}",
+                originals
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(unset)")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if tell_unset.is_empty() {
+                    String::new()
+                } else {
+                    format!(", and `ceph tell osd.* config unset` of {tell_unset:?} (not in the runbook)")
+                }
+            ),
+            !originals.is_empty(),
+        ),
+        (
+            format!(
+                "deleted under A: it did {}; {still_in_map} of {} holds still in the map 30 s later; the state stored again with holds: {restored_object}",
+                if phase1.is_empty() { "nothing".to_string() } else { phase1.join(", ") },
+                held_then.len()
+            ),
+            unaccounted.is_empty(),
+        ),
+        (
+            "A, on getting the lease again with no stored state, stored its own and released its holds (TAKEOVER)".to_string(),
+            released_at_takeover,
+        ),
+        ("A held PGs before its SIGKILL".to_string(), again && !orphans.is_empty()),
+        (
+            format!(
+                "B named {} PGs of ours and the balancer off (balancer off: {balancer_off}) in an UNOWNED line",
+                orphans.len()
+            ),
+            named,
+        ),
+        (
+            format!(
+                "unowned_settings upmap_items {upmap_metric} (>= {}), balancer_off {balancer_metric}",
+                orphans.len()
+            ),
+            upmap_metric >= orphans.len() as f64 && (!balancer_off || balancer_metric == 1.0),
+        ),
+        (
+            format!("B left them as they were for 20 s (changed: {touched:?})"),
+            touched.is_empty(),
+        ),
+        (
+            format!("the runbook's cleanup removed {} entries found in the record read before", removed.len()),
+            !removed.is_empty(),
+        ),
+    ];
+    let after_exit = finish(&mut [&mut b], &mut checks);
+    lever_checks(&watch, &balancer_before, &mut checks);
+    drop(guard);
+    checks.push((
+        "the PG log settings back (unset)".to_string(),
+        pg_log_and_pool_delete_unset(),
+    ));
+    Report {
+        scrapes,
+        scrape_note: "A not counted once killed; B from its start".into(),
+        did: did(&[&a, &b]),
+        logs: logs(&[&a, &b]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // The matrix
 // ------------------------------------------------------------------------------------------
 
 type RowFn = fn(usize) -> Report;
 
-const ROWS: [(&str, RowFn); 10] = [
+const ROWS: [(&str, RowFn); 13] = [
     (
         "SIGKILL during a pause slice, then restart (same local dir)",
         row_kill_during_pause,
@@ -1481,6 +2256,18 @@ const ROWS: [(&str, RowFn); 10] = [
         row_reply_over_cap,
     ),
     ("garbage and truncated JSON from `ceph`", row_garbage),
+    (
+        "a pool whose PGs the backfill lever holds is deleted",
+        row_pool_deleted,
+    ),
+    (
+        "the lease lost between `balancer off` and the holds of the same step",
+        row_lease_lost_in_batch,
+    ),
+    (
+        "the lease object (state) deleted while the lever holds PGs; then the holder killed and a new instance",
+        row_state_deleted,
+    ),
 ];
 
 struct Line {
@@ -1596,7 +2383,7 @@ fn selected_rows() -> Vec<usize> {
     match std::env::var("CRB_FAULT_ROWS") {
         Ok(v) if !v.trim().is_empty() => v
             .split(',')
-            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..10"))
+            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..13"))
             .collect(),
         _ => (1..=ROWS.len()).collect(),
     }

@@ -40,18 +40,22 @@ fn rounds_of(n: usize, at_once: usize) -> usize {
 }
 
 /// `b` bounded to `rounds` rounds of `at_once` commands: the releases first (they give
-/// recovery back), then as many holds as fit; none fit, the balancer is not paused either.
-/// The holds left out, in order.
+/// recovery back), then the balancer paused, then as many holds as fit. When no hold fits
+/// the balancer is still paused if its round fits (the holds then go next cycle, with the
+/// balancer already off): with one round (a renew deadline shorter than two command timeouts
+/// plus the margin) holds would otherwise never go while the balancer is on. When its round
+/// does not fit either, it is not paused. The holds left out, in order.
 pub fn within(b: &BackfillEffect, rounds: usize, at_once: usize) -> (BackfillEffect, Vec<PgId>) {
     let pause = usize::from(matches!(b.balancer, BalancerStep::Pause { .. }));
-    let room = rounds.saturating_sub(rounds_of(b.release.len(), at_once) + pause);
+    let releases = rounds_of(b.release.len(), at_once);
+    let room = rounds.saturating_sub(releases + pause);
     let fit = room.saturating_mul(at_once.max(1));
     if b.hold.len() <= fit {
         return (b.clone(), Vec::new());
     }
     let mut run = b.clone();
     let left = run.hold.split_off(fit).iter().map(|h| h.pgid).collect();
-    if run.hold.is_empty() && pause == 1 {
+    if run.hold.is_empty() && pause == 1 && releases + pause > rounds {
         run.balancer = BalancerStep::Nothing;
     }
     (run, left)
@@ -222,6 +226,24 @@ mod tests {
         // What fits is left whole.
         let (run, left) = within(&effect(16, 0, false), 2, 8);
         assert_eq!((run.hold.len(), left.len()), (16, 0));
+    }
+
+    /// One round (the lab's 4 s renew deadline with the 10 s timeout): the balancer is paused
+    /// alone and the holds go the next cycle. Left out with it, as before, the lever never held
+    /// while the balancer was on (every cycle planned the pause and the holds, and sent neither).
+    #[test]
+    fn with_one_round_the_balancer_is_paused_alone_and_the_holds_go_next_cycle() {
+        let (run, left) = within(&effect(5, 0, true), 1, 8);
+        assert!(run.hold.is_empty());
+        assert_eq!(left, (0..5).map(pg).collect::<Vec<_>>());
+        assert!(matches!(run.balancer, BalancerStep::Pause { .. }));
+        // The next cycle: the balancer off already, the holds fit.
+        let (run, left) = within(&effect(5, 0, false), 1, 8);
+        assert_eq!((run.hold.len(), left.len()), (5, 0));
+        // A release takes the round: neither the pause nor a hold.
+        let (run, left) = within(&effect(5, 1, true), 1, 8);
+        assert!(run.hold.is_empty() && left.len() == 5);
+        assert_eq!(run.balancer, BalancerStep::Nothing);
     }
 
     #[test]
