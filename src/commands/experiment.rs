@@ -73,6 +73,7 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
         args.ceph.ceph_keyring.as_deref(),
         args.ceph.ceph_timeout.0,
     );
+    serve_rest.extend(ex::serve_lease_args(args.ceph.ceph_timeout.0, &serve_words));
     serve_rest.extend(serve_words);
     let exe = std::env::current_exe()
         .context("finding this program's path (the enforced row runs it as `serve`)")?;

@@ -365,6 +365,26 @@ pub fn serve_ceph_args(
     out
 }
 
+/// The lease `serve` needs for the experiment's Ceph timeout: the gap between its renew deadline
+/// and the lease's expiry must hold one command (`LeaseConfig::check_command_timeout`), and the
+/// experiment's timeout (30 s by default) is longer than serve's. The default renew deadline
+/// stays; the lease lasts that much longer. Nothing when `--serve-args` sets the lease itself.
+pub fn serve_lease_args(timeout: Duration, serve_words: &[String]) -> Vec<String> {
+    let set_by_hand = serve_words.iter().any(|w| {
+        w.starts_with("--enforcer.lease-duration")
+            || w.starts_with("--enforcer.lease-renew-deadline")
+    });
+    let lease = crate::lease::LeaseConfig::DEFAULT;
+    if set_by_hand || lease.check_command_timeout(timeout).is_ok() {
+        return Vec::new();
+    }
+    let duration = lease.renew_deadline + timeout + crate::lease::LeaseConfig::COMMAND_MARGIN;
+    vec![
+        "--enforcer.lease-duration".to_string(),
+        humantime::format_duration(duration).to_string(),
+    ]
+}
+
 /// Flags the experiment sets itself (or passes on from its own flags): not in `--serve-args`.
 const OWN_SERVE_FLAGS: [(&str, &str); 11] = [
     ("--web.listen-address", "a free port on 127.0.0.1 is chosen"),

@@ -1160,6 +1160,22 @@ fn the_enforcer_child_gets_the_measured_baseline_and_the_connection() {
     );
 }
 
+/// The experiment's 30 s Ceph timeout does not fit serve's default lease: the enforced row's
+/// serve gets a lease that holds one such command after its renew deadline (found on the lab:
+/// serve refused to start), unless --serve-args sets the lease.
+#[test]
+fn the_enforced_rows_lease_fits_the_experiments_ceph_timeout() {
+    let extra = serve_lease_args(Duration::from_secs(30), &[]);
+    assert_eq!(extra, ["--enforcer.lease-duration", "57s"]);
+    let mut lease = crate::lease::LeaseConfig::DEFAULT;
+    lease.lease_duration = Duration::from_secs(57);
+    assert!(lease.check_command_timeout(Duration::from_secs(30)).is_ok());
+    // serve's own default timeout fits its default lease: nothing added.
+    assert!(serve_lease_args(Duration::from_secs(10), &[]).is_empty());
+    let own = ["--enforcer.lease-duration=2m".to_string()];
+    assert!(serve_lease_args(Duration::from_secs(30), &own).is_empty());
+}
+
 #[test]
 fn serve_args_may_not_set_what_the_experiment_sets() {
     let words = |s: &str| shell_words::split(s).unwrap();
