@@ -25,6 +25,9 @@ pub mod versions;
 
 pub(crate) mod json;
 
+#[cfg(test)]
+mod newer_release_tests;
+
 /// Why a command output could not be parsed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ParseError {
