@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::ceph::parse::status::RecoveryCounts;
+use crate::ceph::parse::pgs::UndersizedPgs;
+use crate::ceph::parse::pools::Pool;
+use crate::ceph::parse::status::{ClusterStatus, RecoveryCounts};
 use crate::ceph::parse::versions::OsdVersion;
 use crate::collect::safety::{self, pool_safety, PgSafety};
 use crate::collect::Snapshot;
@@ -228,55 +230,15 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.misplaced_objects = counts.misplaced_objects;
         obs.recovery_rate = s.recovery_rate_delta;
         obs.pgs_recovering = counts.pgs_moving;
-        obs.undersized_pgs = counts.undersized_pgs;
         obs.osds = s.status.num_osds.zip(s.status.num_up_osds);
-        let (cannot_serve, inactive) = safety::from_states(&s.status.pgs_by_state);
-        obs.pg_safety.cannot_serve = cannot_serve;
-        obs.pg_safety.inactive = inactive;
-        // Blind, never healthy: PG states that are missing or not current say nothing of
-        // redundancy.
-        if s.status.pgs_by_state.is_empty() && s.status.num_pgs > 0 {
-            stale.push(format!(
-                "`ceph status` lists no PG states while the cluster has {} PGs: redundancy cannot be judged",
-                s.status.num_pgs
-            ));
-        }
-        if s.status.mgr_available == Some(false) {
-            stale.push(
-                "no mgr is active: the PG states in `ceph status` are the last an mgr reported, not the cluster's now".to_string(),
-            );
-        }
+        stale.extend(read_pg_states(&mut obs, &s.status));
     }
     if let (Some(pools), Some(pgs)) = (
         snapshot.fresh(&snapshot.pools, now),
         snapshot.fresh(&snapshot.undersized_pgs, now),
     ) {
-        let safety = pool_safety(pools, pgs);
-        obs.pools_at_min_size = safety
-            .iter()
-            .filter(|p| p.at_min_size())
-            .map(|p| p.pool.name.clone())
-            .collect();
-        obs.pg_safety.degraded_at_min_size = safety
-            .iter()
-            .filter_map(|p| {
-                p.pgs_degraded_at_min_size()
-                    .filter(|n| *n > 0)
-                    .map(|n| (p.pool.name.clone(), n))
-            })
-            .collect();
-        // The listing did not place the degraded PGs (`pg ls undersized`): any of them may be
-        // in a pool one copy from min_size.
-        if pgs.degraded_by_pool.is_none() && safety.iter().any(|p| p.one_copy_from_min_size()) {
-            obs.pg_safety.degraded_unplaced =
-                snapshot.fresh(&snapshot.status, now).map_or(0, |s| {
-                    s.status
-                        .pg_state_word_counts()
-                        .get("degraded")
-                        .copied()
-                        .unwrap_or(0)
-                });
-        }
+        let status = snapshot.fresh(&snapshot.status, now).map(|s| &s.status);
+        read_pools(&mut obs, pools, pgs, status);
     }
     if let Some(scheds) = snapshot.fresh(&snapshot.schedulers, now) {
         let queues: std::collections::BTreeSet<&str> = scheds
@@ -304,6 +266,63 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.stale = Some(stale.join("; "));
     }
     obs
+}
+
+/// What `ceph status`'s PG states say of redundancy (undersized, cannot serve I/O, inactive),
+/// into `obs`; and why they cannot be judged, when so: blind, never healthy.
+pub(crate) fn read_pg_states(obs: &mut Observation, status: &ClusterStatus) -> Vec<String> {
+    obs.undersized_pgs = status.recovery_counts().undersized_pgs;
+    let (cannot_serve, inactive) = safety::from_states(&status.pgs_by_state);
+    obs.pg_safety.cannot_serve = cannot_serve;
+    obs.pg_safety.inactive = inactive;
+    let mut blind = Vec::new();
+    if status.pgs_by_state.is_empty() && status.num_pgs > 0 {
+        blind.push(format!(
+            "`ceph status` lists no PG states while the cluster has {} PGs: redundancy cannot be judged",
+            status.num_pgs
+        ));
+    }
+    if status.mgr_available == Some(false) {
+        blind.push(
+            "no mgr is active: the PG states in `ceph status` are the last an mgr reported, not the cluster's now".to_string(),
+        );
+    }
+    blind
+}
+
+/// What the pools and the PG listing say, into `obs`: pools at min_size and the degraded PGs of
+/// pools one copy from it. `status` (fresh, if any) counts the degraded PGs a listing of
+/// undersized PGs only could not place.
+pub(crate) fn read_pools(
+    obs: &mut Observation,
+    pools: &[Pool],
+    pgs: &UndersizedPgs,
+    status: Option<&ClusterStatus>,
+) {
+    let safety = pool_safety(pools, pgs);
+    obs.pools_at_min_size = safety
+        .iter()
+        .filter(|p| p.at_min_size())
+        .map(|p| p.pool.name.clone())
+        .collect();
+    obs.pg_safety.degraded_at_min_size = safety
+        .iter()
+        .filter_map(|p| {
+            p.pgs_degraded_at_min_size()
+                .filter(|n| *n > 0)
+                .map(|n| (p.pool.name.clone(), n))
+        })
+        .collect();
+    // The listing did not place the degraded PGs (`pg ls undersized`): any of them may be in a
+    // pool one copy from min_size.
+    if pgs.degraded_by_pool.is_none() && safety.iter().any(|p| p.one_copy_from_min_size()) {
+        obs.pg_safety.degraded_unplaced = status.map_or(0, |s| {
+            s.pg_state_word_counts()
+                .get("degraded")
+                .copied()
+                .unwrap_or(0)
+        });
+    }
 }
 
 /// The span a window's p99 covers, when shorter than the window (it is still filling): `None`

@@ -198,6 +198,7 @@ mod tests {
     use super::*;
     use crate::ceph::parse::{pgs, pools, status};
     use crate::collect::safety::pool_safety;
+    use crate::enforcer::observation::{read_pg_states, read_pools};
 
     fn fixture(rel: &str) -> Vec<u8> {
         let path = format!("{}/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
@@ -217,31 +218,10 @@ mod tests {
             "{dir}/{state}.ceph_pg_dump_pgs_brief.out"
         )))
         .expect("pgs");
-        let safety = pool_safety(&pools, &listed);
-        let (cannot_serve, inactive) = from_states(&st.pgs_by_state);
-        let pg_safety = PgSafety {
-            degraded_at_min_size: safety
-                .iter()
-                .filter_map(|p| {
-                    p.pgs_degraded_at_min_size()
-                        .filter(|n| *n > 0)
-                        .map(|n| (p.pool.name.clone(), n))
-                })
-                .collect(),
-            degraded_unplaced: 0,
-            cannot_serve,
-            inactive,
-        };
-        Observation {
-            undersized_pgs: st.recovery_counts().undersized_pgs,
-            pools_at_min_size: safety
-                .iter()
-                .filter(|p| p.at_min_size())
-                .map(|p| p.pool.name.clone())
-                .collect(),
-            pg_safety,
-            ..Observation::quiet()
-        }
+        let mut obs = Observation::quiet();
+        assert!(read_pg_states(&mut obs, &st).is_empty(), "{state}: blind");
+        read_pools(&mut obs, &pools, &listed, Some(&st));
+        obs
     }
 
     /// The case, recorded on the lab: osd.3 stopped under writes (noout) and started
