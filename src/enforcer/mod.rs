@@ -818,6 +818,17 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
             _ => planned.clone(),
         };
+        // What ran, with what was not sent, whichever command the run stopped at.
+        let finish = |released, held, balancer, cut| {
+            (
+                Outcome::Backfill {
+                    released,
+                    held,
+                    balancer,
+                },
+                cut,
+            )
+        };
         let mut released = Vec::new();
         for ids in b.release.chunks(UPMAP_AT_ONCE) {
             let answers = join_all(ids.iter().map(|id| self.release_one(&b, *id))).await;
@@ -851,40 +862,19 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         };
         if released.len() < b.release.len() {
             cut.lease_lost = unsent(&released, &held, &balancer);
-            return (
-                Outcome::Backfill {
-                    released,
-                    held,
-                    balancer,
-                },
-                cut,
-            );
+            return finish(released, held, balancer, cut);
         }
         if let BalancerStep::Pause { .. } = &b.balancer {
             if self.may_send().is_err() {
                 cut.lease_lost = unsent(&released, &held, &balancer);
-                return (
-                    Outcome::Backfill {
-                        released,
-                        held,
-                        balancer,
-                    },
-                    cut,
-                );
+                return finish(released, held, balancer, cut);
             }
             let r = self.actor.balancer_active(false).await;
             let ok = r.is_ok();
             balancer.push(("balancer off".to_string(), r.map_err(CommandError::from)));
             if !ok {
                 // No hold while the balancer may remove it (the record drops them: not sent).
-                return (
-                    Outcome::Backfill {
-                        released,
-                        held,
-                        balancer,
-                    },
-                    cut,
-                );
+                return finish(released, held, balancer, cut);
             }
         }
         for holds in b.hold.chunks(UPMAP_AT_ONCE) {
@@ -893,14 +883,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             held.extend(sent.into_iter().flatten());
             if !not.is_empty() {
                 cut.lease_lost = unsent(&released, &held, &balancer);
-                return (
-                    Outcome::Backfill {
-                        released,
-                        held,
-                        balancer,
-                    },
-                    cut,
-                );
+                return finish(released, held, balancer, cut);
             }
         }
         if let BalancerStep::Restore {
@@ -935,14 +918,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
             cut.lease_lost = lost;
         }
-        (
-            Outcome::Backfill {
-                released,
-                held,
-                balancer,
-            },
-            cut,
-        )
+        finish(released, held, balancer, cut)
     }
 
     /// Removes our items, or puts back the ones the PG had before the hold; `None`: not sent
