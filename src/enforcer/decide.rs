@@ -600,7 +600,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
     // Held PGs are active+clean: the recovery is not over while the backfill lever holds any,
     // or all of them would be released at once and backfill together; nor while the stats may
     // not show the last released one's backfill yet.
-    let recovering = obs.recovery_active() || state.lever_keeps_recovery_on(now);
+    let recovering = recovering(state, obs, now);
     if recovering && !state.recovery_active {
         // A new recovery: a new pause budget. A recovery limit still held (it started again
         // before the restore) stays the rung held, so it can be judged and stepped down.
@@ -964,6 +964,13 @@ fn already_running(obs: &Observation, changes: &[Change]) -> bool {
         })
 }
 
+/// Whether `decide` counts this cycle as part of a recovery: Ceph's counts say so, or the
+/// backfill lever holds PGs or released one lately (see above). The loop reads the cluster
+/// (configured values, flags) on the same test, through [`super::involved`].
+pub(super) fn recovering(state: &EnforcerState, obs: &Observation, now: Time) -> bool {
+    obs.recovery_active() || state.lever_keeps_recovery_on(now)
+}
+
 /// What `decide` wants, through the limits: nothing to change, a retry's backoff, the change
 /// limits. The originals of a first change of the episode go into `next`.
 fn to_action(
@@ -975,6 +982,20 @@ fn to_action(
     want: Option<Want>,
 ) -> Option<Action> {
     let now = ctx.now;
+    // A change that records the operator's originals is made from the configured values read
+    // this cycle, never from values not read: an unread profile would be taken for unset, and
+    // the RESTORE would remove the operator's setting. The loop reads them whenever `decide`
+    // counts a recovery (`involved`); this is the guard should that ever differ again.
+    if !ctx.obs.configured_known
+        && want
+            .as_ref()
+            .is_some_and(|w| w.kind.records_originals() && !w.changes.is_empty())
+    {
+        ctx.note_once(next, notes, "configured_unknown", DecisionEvent::Hold, || {
+            "HOLD: the configured values (ceph config dump) were not read this cycle; nothing is changed without them".to_string()
+        });
+        return None;
+    }
     let action = want.and_then(|w| {
         let Want {
             kind,
@@ -1067,14 +1088,7 @@ fn to_action(
     if let Some(a) = &action {
         // Remember what the operator had before our first change of this episode.
         for c in &a.changes {
-            if matches!(
-                a.kind,
-                ActionKind::Throttle
-                    | ActionKind::Suspend
-                    | ActionKind::Escalate
-                    | ActionKind::Descend
-            ) && !next.original.contains_key(&c.key)
-            {
+            if a.kind.records_originals() && !next.original.contains_key(&c.key) {
                 next.original.insert(c.key.clone(), c.from.clone());
             }
         }

@@ -470,7 +470,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// The cluster reads `decide` needs besides the snapshot: the OSD map's flags, the OSDs'
     /// versions (only when they decide something) and the configured values of the levers.
     async fn read_cluster(&self, obs: &mut Observation) {
-        let involved = involved(&self.state, obs);
+        let involved = involved(&self.state, obs, self.clock.now());
         if (obs.stale.is_none() && involved) || !self.state.flags_set.is_empty() {
             match self.actor.flags().await {
                 Ok(f) => obs.osd_flags = Some(f),
@@ -1506,8 +1506,11 @@ fn lat_instant(snapshot: &Snapshot, mono: tokio::time::Instant) -> std::time::In
 /// or PGs its backfill lever holds. Held PGs are clean, so Ceph's counts can show no recovery
 /// for a moment between two backfills: on the lab (2026-12-04, run G) the configured values
 /// went unread in such a cycle, and the lever raised N where the recovery ops per PG were due.
-fn involved(state: &EnforcerState, obs: &Observation) -> bool {
-    obs.recovery_active()
+/// The recovery is `decide`'s own test: PGs released lately count, as they do there (row 11 on
+/// the lab, 2026-12-06: a THROTTLE 9 s after a release, Ceph's counts showing none, took the
+/// unread profile for unset, and the RESTORE removed the operator's `balanced`).
+fn involved(state: &EnforcerState, obs: &Observation, now: Time) -> bool {
+    decide::recovering(state, obs, now)
         || state.applied.is_some()
         || !state.original.is_empty()
         || !state.flags_set.is_empty()

@@ -59,6 +59,12 @@ impl ActionKind {
         )
     }
 
+    /// Moves away from the operator's values, so its changes' `from` become the originals
+    /// to put back (THROTTLE, SUSPEND, ESCALATE, DESCEND): the opposite of [`Self::gives_back`].
+    pub fn records_originals(self) -> bool {
+        !self.gives_back()
+    }
+
     /// Whether the change limits (`--enforcer.min-interval`, `--enforcer.max-changes-per-hour`)
     /// hold and count it: only the steps that slow recovery down (THROTTLE, ESCALATE). Every
     /// step back towards recovery (SUSPEND, DESCEND) and every give-back goes at once and is

@@ -1342,16 +1342,65 @@ fn the_lever_in_force_keeps_the_enforcer_reading_the_cluster_without_a_recovery_
     let obs = Observation::quiet();
     assert!(!obs.recovery_active());
     let mut state = EnforcerState::default();
-    assert!(!super::involved(&state, &obs), "nothing set, no recovery");
+    assert!(
+        !super::involved(&state, &obs, T0),
+        "nothing set, no recovery"
+    );
     state.ladder.lever = Some(super::backfill_limit::LeverState::start(1, 0.0));
-    assert!(super::involved(&state, &obs));
+    assert!(super::involved(&state, &obs, T0));
     let mut state = EnforcerState::default();
     state.backfill.balancer = Some(crate::ceph::parse::upmap::BalancerStatus {
         active: true,
         mode: "upmap".to_string(),
     });
     assert!(
-        super::involved(&state, &obs),
+        super::involved(&state, &obs, T0),
         "the balancer paused by the lever"
+    );
+}
+
+/// After the lever gave its PGs back (a SUSPEND, say) Ceph's counts can show no recovery while
+/// the released PGs peer; `decide` still counts the recovery then, so the cycle must read the
+/// configured values it decides on (row 11 on the lab, 2026-12-06: a THROTTLE in that gap took
+/// the operator's `balanced` for unset, and the RESTORE removed it).
+#[test]
+fn pgs_released_lately_keep_the_configured_values_read_as_long_as_decide_counts_the_recovery() {
+    let obs = Observation::quiet();
+    let mut state = EnforcerState::default();
+    let pg = crate::ceph::parse::upmap::PgId {
+        pool: 2,
+        seed: 0x18,
+    };
+    state
+        .backfill
+        .hold("fsid", pg, Vec::new(), 40, Vec::new(), Vec::new());
+    state.backfill.released(pg, T0);
+    assert!(!state.lever_holds());
+    assert!(super::decide::recovering(&state, &obs, T0 + 9.0));
+    assert!(super::involved(&state, &obs, T0 + 9.0));
+    let later = T0 + 600.0;
+    assert!(!super::decide::recovering(&state, &obs, later));
+    assert!(!super::involved(&state, &obs, later), "long after, nothing");
+}
+
+/// A cycle whose configured values were not read changes nothing (the originals would be
+/// guesses); once they are read, the THROTTLE records the operator's profile.
+#[test]
+fn nothing_is_changed_from_configured_values_not_read() {
+    let mut sim = Sim::new(policy());
+    let mut unread = recovering(38.2);
+    unread.configured.clear();
+    unread.configured_known = false;
+    let actions = sim.run(&unread, 16 * 60);
+    assert!(actions.is_empty(), "{actions:?}");
+    assert!(sim.events().contains(&"HOLD"), "{:?}", sim.events());
+    assert!(sim.state.original.is_empty());
+    let a = sim
+        .step(recovering(38.2))
+        .expect("a throttle once they are read");
+    assert_eq!(a.kind, ActionKind::Throttle);
+    assert_eq!(
+        sim.state.original.get("osd_mclock_profile"),
+        Some(&Some("balanced".to_string()))
     );
 }
