@@ -887,6 +887,7 @@ fn upmap_rebalance() -> ceph_recovery_budget::enforcer::actor::FakeUpmap {
         pgs: pgs::parse(&read("ceph_pg_dump_pgs_brief.json")).unwrap(),
         map: upmap::view(&read("ceph_osd_dump.json")).unwrap(),
         balancer: Some(upmap::balancer_status(&read("ceph_balancer_status.json")).unwrap()),
+        no_balancer_module: false,
         before: Default::default(),
     }
 }
@@ -2232,6 +2233,7 @@ async fn upmap_entries_and_a_balancer_off_without_a_record_are_named_at_takeover
         balancer: Some(
             upmap::balancer_status(&read("63-balancer-off.ceph_balancer_status.json")).unwrap(),
         ),
+        no_balancer_module: false,
         before: Default::default(),
     });
     let cluster = FakeCluster::new();

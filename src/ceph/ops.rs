@@ -42,6 +42,21 @@ impl OpsError {
         matches!(self, OpsError::Ceph(CephError::PermissionDenied { .. }))
     }
 
+    /// The monitors do not know the command (EINVAL): the CLI's own check against the commands
+    /// the cluster offers ("no valid command found"), or the monitors' answer to one sent as
+    /// it is ("command not known", librados). A mgr module's command is unknown while the module
+    /// is not loaded.
+    pub fn is_unknown_command(&self) -> bool {
+        match self {
+            OpsError::Ceph(CephError::Failed {
+                code: Some(EINVAL),
+                stderr,
+                ..
+            }) => UNKNOWN_COMMAND.iter().any(|s| stderr.contains(s)),
+            _ => false,
+        }
+    }
+
     /// What an upmap command was refused for naming ([`Missing`]), when the monitors said it
     /// does not exist: asking again cannot work until the cluster changes back.
     pub fn missing(&self) -> Option<Missing> {
@@ -58,6 +73,10 @@ impl OpsError {
 
 /// The CLI's exit code (and the librados backend's) for the monitors' ENOENT.
 const ENOENT: i32 = 2;
+/// ... and for EINVAL.
+const EINVAL: i32 = 22;
+/// How the CLI and the monitors say a command does not exist (see [`OpsError::is_unknown_command`]).
+const UNKNOWN_COMMAND: [&str; 2] = ["no valid command found", "command not known"];
 
 /// A PG or an OSD that `pg-upmap-items` / `rm-pg-upmap-items` named and the monitors say does
 /// not exist (`OSDMonitor::prepare_command`, exit 2; tests/fixtures/upmap/50-refuse.*).
@@ -341,13 +360,22 @@ async fn pg_upmap_items_rm<C: Client>(client: &C, pgid: PgId) -> Result<(), OpsE
 }
 
 /// `ceph balancer status`
-pub async fn balancer_status<C: Client>(client: &C) -> Result<BalancerStatus, OpsError> {
-    run_parsed(
+/// `ceph balancer status`; `None` when the monitors do not know the command: the mgr offers no
+/// balancer module (it failed to load, as every Python module of Debian trixie's Reef 18.2.7:
+/// tests/fixtures/reef/healthy/ceph_balancer_status.json.err). No balancer then removes upmap
+/// entries, and none can be paused or turned on.
+pub async fn balancer_status<C: Client>(client: &C) -> Result<Option<BalancerStatus>, OpsError> {
+    match run_parsed(
         client,
         CephCommand::new(["balancer", "status"]),
         parse::upmap::balancer_status,
     )
     .await
+    {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_unknown_command() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `ceph balancer on` / `ceph balancer off`
@@ -500,7 +528,34 @@ mod tests {
             &cmd(&["balancer", "status"]),
             Reply::ok(fixture("upmap/63-balancer-off.ceph_balancer_status.json")),
         );
-        assert!(!balancer_status(&client).await.unwrap().active);
+        assert_eq!(
+            balancer_status(&client).await.unwrap().map(|b| b.active),
+            Some(false)
+        );
+        // Reef on Debian trixie: no balancer module in the mgr, the CLI's own refusal.
+        client.set(
+            &cmd(&["balancer", "status"]),
+            Reply::fail(
+                22,
+                &String::from_utf8_lossy(&fixture("reef/healthy/ceph_balancer_status.json.err")),
+            ),
+        );
+        assert_eq!(balancer_status(&client).await.unwrap(), None);
+        // The same cluster through librados (the monitors' own answer, code 22).
+        client.set(
+            &cmd(&["balancer", "status"]),
+            Reply::fail(
+                22,
+                &String::from_utf8_lossy(&fixture("reef/healthy/librados_balancer_status.err")),
+            ),
+        );
+        assert_eq!(balancer_status(&client).await.unwrap(), None);
+        // Any other failure stays one: the balancer may be running.
+        client.set(
+            &cmd(&["balancer", "status"]),
+            Reply::fail(110, "Error ETIMEDOUT: mgr did not answer"),
+        );
+        assert!(balancer_status(&client).await.is_err());
         client.set(
             &cmd(&["osd", "dump"]),
             Reply::ok(fixture("upmap/91-wpq-hold.ceph_osd_dump.json")),

@@ -37,7 +37,8 @@ struct Seen {
     pgs: Vec<PgBrief>,
     listed_at: std::time::Instant,
     map: UpmapView,
-    balancer: BalancerStatus,
+    /// `None`: the mgr offers no balancer module (nothing to pause).
+    balancer: Option<BalancerStatus>,
 }
 
 async fn look(client: &CliClient) -> anyhow::Result<Seen> {
@@ -108,15 +109,17 @@ fn summary(seen: &Seen, plan: &Plan) -> String {
         .filter(|p| p.has_state("backfill_wait"))
         .count();
     format!(
-        "cluster {}, OSD map epoch {}: {} PGs backfill or wait to ({} waiting), {} held by the record; at most {} wanted; balancer {} (mode {})",
+        "cluster {}, OSD map epoch {}: {} PGs backfill or wait to ({} waiting), {} held by the record; at most {} wanted; {}",
         seen.map.fsid,
         seen.map.epoch,
         plan.backfilling,
         waiting,
         plan.held,
         plan.max_backfills,
-        if seen.balancer.active { "on" } else { "off" },
-        seen.balancer.mode
+        match &seen.balancer {
+            Some(b) => format!("balancer {} (mode {})", if b.active { "on" } else { "off" }, b.mode),
+            None => "no balancer module in the mgr (nothing to pause)".to_string(),
+        }
     )
 }
 
@@ -167,8 +170,10 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
         let holding_after =
             plan.held + plan.hold.len() > plan.release.len() && plan.refusal.is_none();
         // The balancer goes off before any entry is added (it removes upmap entries too).
-        if let BalancerStep::Pause { remember } =
-            balancer_step(&seen.balancer, &record, holding_after)
+        if let Some(BalancerStep::Pause { remember }) = seen
+            .balancer
+            .as_ref()
+            .map(|b| balancer_step(b, &record, holding_after))
         {
             report.say(format!(
                 "{}pause the mgr balancer (ceph balancer off){}",
@@ -265,7 +270,8 @@ fn hold(args: BackfillHoldArgs) -> anyhow::Result<ExitCode> {
         }
         release_each(&client, &mut record, &plan.release, &common, &mut report).await?;
         if record.held.is_empty() {
-            restore_balancer(&client, &mut record, &seen.balancer, &common, &mut report).await?;
+            restore_balancer(&client, &mut record, seen.balancer.as_ref(), &common, &mut report)
+                .await?;
         }
         let code = if report.failed > 0 {
             ExitCode::FAILURE
@@ -327,7 +333,14 @@ fn release(args: BackfillReleaseArgs) -> anyhow::Result<ExitCode> {
             undo.left == 0
         };
         if nothing_held {
-            restore_balancer(&client, &mut record, &balancer, &common, &mut report).await?;
+            restore_balancer(
+                &client,
+                &mut record,
+                balancer.as_ref(),
+                &common,
+                &mut report,
+            )
+            .await?;
         }
         let code = if report.failed > 0 {
             ExitCode::FAILURE
@@ -420,10 +433,20 @@ async fn release_each(
 async fn restore_balancer(
     client: &CliClient,
     record: &mut Record,
-    now: &BalancerStatus,
+    now: Option<&BalancerStatus>,
     common: &BackfillCommon,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    let Some(now) = now else {
+        if let Some(before) = &record.balancer {
+            report.fail(format!(
+                "the mgr balancer the record paused (it was {}, mode {}) is no longer offered by the mgr (ceph balancer status: command not known); it stays in the record: run release again once its module is back",
+                if before.active { "on" } else { "off" },
+                before.mode
+            ));
+        }
+        return Ok(());
+    };
     let BalancerStep::Restore {
         to,
         set_mode,
@@ -589,9 +612,11 @@ fn status(args: BackfillStatusArgs) -> anyhow::Result<ExitCode> {
             }
         ));
         out.push_str(&format!(
-            "balancer: {} (mode {}){}\nrequire_min_compat_client: {}\nthe lever {lever}\n",
-            if seen.balancer.active { "on" } else { "off" },
-            seen.balancer.mode,
+            "balancer: {}{}\nrequire_min_compat_client: {}\nthe lever {lever}\n",
+            match &seen.balancer {
+                Some(b) => format!("{} (mode {})", if b.active { "on" } else { "off" }, b.mode),
+                None => "no balancer module in the mgr".to_string(),
+            },
             match &record.balancer {
                 Some(b) => format!(
                     "; paused by the lever, was {} (mode {})",

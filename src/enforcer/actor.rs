@@ -39,8 +39,10 @@ pub trait Actor: Send + Sync + 'static {
     fn pgs_brief(&self) -> impl Future<Output = Result<Vec<PgBrief>, OpsError>> + Send;
     /// `ceph osd dump`, what the backfill lever needs of it.
     fn upmap_view(&self) -> impl Future<Output = Result<UpmapView, OpsError>> + Send;
-    /// `ceph balancer status`
-    fn balancer_status(&self) -> impl Future<Output = Result<BalancerStatus, OpsError>> + Send;
+    /// `ceph balancer status`; `None`: the mgr offers no balancer module.
+    fn balancer_status(
+        &self,
+    ) -> impl Future<Output = Result<Option<BalancerStatus>, OpsError>> + Send;
     /// `ceph osd pg-upmap-items PGID FROM TO ...`, or `ceph osd rm-pg-upmap-items PGID` when
     /// `items` is empty.
     fn set_pg_upmap_items(
@@ -113,7 +115,7 @@ impl<C: Client> Actor for CephActor<C> {
         ops::upmap_view(&self.client).await
     }
 
-    async fn balancer_status(&self) -> Result<BalancerStatus, OpsError> {
+    async fn balancer_status(&self) -> Result<Option<BalancerStatus>, OpsError> {
         ops::balancer_status(&self.client).await
     }
 
@@ -138,6 +140,9 @@ pub struct FakeUpmap {
     pub pgs: Vec<PgBrief>,
     pub map: UpmapView,
     pub balancer: Option<BalancerStatus>,
+    /// The mgr offers no balancer module (Debian trixie's Reef): `balancer status` is
+    /// `None`, `balancer on/off/mode` are refused as unknown commands.
+    pub no_balancer_module: bool,
     /// Each held PG as it was before (to put back when released).
     pub before: std::collections::BTreeMap<PgId, PgBrief>,
 }
@@ -443,8 +448,12 @@ impl Actor for FakeActor {
         self.with_upmap("osd dump", |u| u.map.clone())
     }
 
-    async fn balancer_status(&self) -> Result<BalancerStatus, OpsError> {
+    async fn balancer_status(&self) -> Result<Option<BalancerStatus>, OpsError> {
+        if self.with_upmap("balancer status", |u| u.no_balancer_module)? {
+            return Ok(None);
+        }
         self.with_upmap("balancer status", |u| u.balancer.clone())?
+            .map(Some)
             .ok_or_else(|| injected("balancer status"))
     }
 
@@ -473,6 +482,7 @@ impl Actor for FakeActor {
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
         let what = format!("balancer {}", if on { "on" } else { "off" });
         self.log(what.clone());
+        self.no_module(&what)?;
         self.with_upmap(&what, |u| {
             if let Some(b) = u.balancer.as_mut() {
                 b.active = on;
@@ -483,11 +493,26 @@ impl Actor for FakeActor {
     async fn balancer_mode(&self, mode: &str) -> Result<(), OpsError> {
         let what = format!("balancer mode {mode}");
         self.log(what.clone());
+        self.no_module(&what)?;
         self.with_upmap(&what, |u| {
             if let Some(b) = u.balancer.as_mut() {
                 b.mode = mode.to_string();
             }
         })
+    }
+}
+
+impl FakeActor {
+    /// A balancer command refused as the Reef lab's CLI refuses it without the module.
+    fn no_module(&self, what: &str) -> Result<(), OpsError> {
+        if self.with_upmap(what, |u| u.no_balancer_module)? {
+            return Err(OpsError::Ceph(CephError::Failed {
+                command: format!("ceph {what}"),
+                code: Some(22),
+                stderr: "no valid command found; 10 closest matches: | pg stat | Error EINVAL: invalid command".to_string(),
+            }));
+        }
+        Ok(())
     }
 }
 

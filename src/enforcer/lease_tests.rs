@@ -28,6 +28,7 @@ fn lab_upmap() -> FakeUpmap {
         pgs: crate::ceph::parse::pgs::parse(&fixture("ceph_pg_dump_pgs_brief.json")).expect("pgs"),
         map: upmap::view(&fixture("ceph_osd_dump.json")).expect("osd dump"),
         balancer: Some(upmap::balancer_status(&fixture("ceph_balancer_status.json")).expect("bal")),
+        no_balancer_module: false,
         before: Default::default(),
     }
 }

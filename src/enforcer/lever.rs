@@ -19,7 +19,7 @@ use super::policy::{Mode, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
 use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan, Trim};
-use crate::ceph::parse::upmap::PgId;
+use crate::ceph::parse::upmap::{BalancerStatus, PgId};
 use crate::units::fmt_ms;
 
 type Notes = Vec<DecisionRecord>;
@@ -536,7 +536,21 @@ pub(super) fn plan_effect(
     trim_entries(ctx, next, notes, &trim);
     let ours_after = next.backfill.held.len() - release.len() + hold.len();
     let balancer = match &v.balancer {
-        Ok(b) => balancer_step(b, &next.backfill, ours_after > 0),
+        Ok(Some(b)) => balancer_step(b, &next.backfill, ours_after > 0),
+        Ok(None) => {
+            if !hold.is_empty() {
+                ctx.note_once(next, notes, "lever_no_balancer", DecisionEvent::Backfill, || {
+                    "BACKFILL: the mgr offers no balancer module (ceph balancer status: command not known): nothing can remove the lever's entries, so none is paused".to_string()
+                });
+            }
+            if let Some(b) = next.backfill.balancer.take() {
+                notes.push(ctx.record(
+                    DecisionEvent::BackfillLimit,
+                    gone_balancer("BACKFILL_LIMIT", &b),
+                ));
+            }
+            BalancerStep::Nothing
+        }
         Err(e) => {
             if !hold.is_empty() {
                 ctx.note_once(next, notes, "lever_balancer_unknown", DecisionEvent::BackfillLimit, || {
@@ -633,6 +647,18 @@ fn note_unheld(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, p: &P
             )
         },
     );
+}
+
+/// A balancer the lever paused and the mgr no longer offers (its module failed since): nothing
+/// can put it back now, so the record forgets it with this line, which says what to do once
+/// the module is back.
+fn gone_balancer(when: &str, before: &BalancerStatus) -> String {
+    format!(
+        "{when}: the mgr balancer the lever paused (it was {}, mode {}) is no longer offered by the mgr (ceph balancer status: command not known); once its module is back: {}",
+        if before.active { "on" } else { "off" },
+        before.mode,
+        if before.active { format!("ceph balancer mode {}; ceph balancer on", before.mode) } else { format!("ceph balancer mode {}", before.mode) }
+    )
 }
 
 /// The effect with what must be stored before it (a hold, the balancer's state before it is
@@ -760,7 +786,13 @@ pub fn give_back(
     }
     next.backfill.apply_trims(&u.trim);
     let balancer = match &view.balancer {
-        Ok(b) => balancer_step(b, &next.backfill, false),
+        Ok(Some(b)) => balancer_step(b, &next.backfill, false),
+        Ok(None) => {
+            if let Some(b) = next.backfill.balancer.take() {
+                lines.push(gone_balancer(when, &b));
+            }
+            BalancerStep::Nothing
+        }
         Err(e) => {
             if next.backfill.balancer.is_some() {
                 lines.push(format!("{when}: the mgr balancer's state cannot be read ({e}); it stays paused: `ceph balancer on` if it was on"));

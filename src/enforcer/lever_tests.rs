@@ -29,6 +29,7 @@ fn rebalance() -> FakeUpmap {
             upmap::balancer_status(&fixture("upmap/20-rebalance.ceph_balancer_status.json"))
                 .unwrap(),
         ),
+        no_balancer_module: false,
         before: Default::default(),
     }
 }
@@ -93,7 +94,15 @@ impl LeverSim {
         BackfillView {
             pgs: self.cluster.pgs.clone(),
             map: self.cluster.map.clone(),
-            balancer: self.cluster.balancer.clone().ok_or_else(|| "no".into()),
+            balancer: if self.cluster.no_balancer_module {
+                Ok(None)
+            } else {
+                self.cluster
+                    .balancer
+                    .clone()
+                    .map(Some)
+                    .ok_or_else(|| "no".into())
+            },
         }
     }
 
@@ -856,6 +865,66 @@ fn shutdown_and_a_start_after_a_crash_release_exactly_ours_and_put_the_balancer_
         lines[0].contains("observe mode does not touch the cluster"),
         "{lines:?}"
     );
+}
+
+/// Reef on Debian trixie: the mgr offers no balancer module (`ceph balancer status` is an
+/// unknown command). Nothing can remove the lever's entries, so the lever holds without pausing
+/// one (it used to hold nothing: `balancer off` failed), says so once, and gives back all.
+#[test]
+fn without_a_balancer_module_the_lever_holds_without_pausing_one_and_gives_back_all() {
+    let mut cluster = rebalance();
+    cluster.no_balancer_module = true;
+    let mut sim = LeverSim::new(lever_policy(), cluster);
+    to_the_lever(&mut sim, 36.0);
+    assert_eq!(sim.n(), Some(9));
+    assert_eq!(sim.held(), 10);
+    assert_eq!(sim.backfilling(), 9);
+    assert!(
+        !sim.commands.iter().any(|c| c.starts_with("balancer")),
+        "{:?}",
+        sim.commands
+    );
+    assert!(sim.state.backfill.balancer.is_none());
+    let said = messages_of(&sim, "BACKFILL");
+    assert_eq!(
+        said.iter()
+            .filter(|m| m.contains("the mgr offers no balancer module"))
+            .count(),
+        1,
+        "{said:?}"
+    );
+    let (next, planned, lines) =
+        super::lever::give_back(&sim.policy, &sim.state, &sim.view(), "SHUTDOWN");
+    assert!(lines.is_empty(), "{lines:?}");
+    let planned = planned.expect("something to give back");
+    sim.state = next;
+    let after = sim.carry_out(&planned.effect);
+    assert!(after.next.backfill.is_empty(), "{:?}", after.next.backfill);
+    assert_eq!(sim.backfilling(), 19);
+}
+
+/// A balancer the lever paused whose module is gone since (the mgr failed over to one that
+/// cannot load it): it cannot be put back; the record forgets it with a line saying what to run
+/// once the module is back, and the holds are given back as usual.
+#[test]
+fn a_paused_balancer_whose_module_is_gone_is_forgotten_with_what_to_run_later() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    to_the_lever(&mut sim, 36.0);
+    assert!(sim.state.backfill.balancer.is_some());
+    sim.cluster.no_balancer_module = true;
+    let (next, planned, lines) =
+        super::lever::give_back(&sim.policy, &sim.state, &sim.view(), "SHUTDOWN");
+    assert_eq!(
+        lines,
+        ["SHUTDOWN: the mgr balancer the lever paused (it was on, mode upmap) is no longer offered by the mgr (ceph balancer status: command not known); once its module is back: ceph balancer mode upmap; ceph balancer on"]
+    );
+    assert!(next.backfill.balancer.is_none());
+    let planned = planned.expect("the holds");
+    let Effect::Backfill(b) = &planned.effect else {
+        panic!("{planned:?}")
+    };
+    assert_eq!(b.release.len(), 10);
+    assert_eq!(b.balancer, BalancerStep::Nothing);
 }
 
 /// A PG the balancer moves (its items are what moves it: the lab's CI run had three such) is

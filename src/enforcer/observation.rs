@@ -82,8 +82,9 @@ pub struct Observation {
 pub struct BackfillView {
     pub pgs: Vec<crate::ceph::parse::pgs::PgBrief>,
     pub map: crate::ceph::parse::upmap::UpmapView,
-    /// `ceph balancer status` (an mgr command: the mgr may not answer while the mon does).
-    pub balancer: Result<crate::ceph::parse::upmap::BalancerStatus, String>,
+    /// `ceph balancer status` (an mgr command: the mgr may not answer while the mon does);
+    /// `Ok(None)`: the mgr offers no balancer module.
+    pub balancer: Result<Option<crate::ceph::parse::upmap::BalancerStatus>, String>,
 }
 
 impl BackfillView {

@@ -177,7 +177,8 @@ pub fn refresh(prev: &[Unowned], obs: &Observation, state: &EnforcerState) -> Ve
     }
     match &obs.backfill {
         Some(Ok(view)) => {
-            let found = backfill(&view.map, view.balancer.as_ref().ok(), &state.backfill);
+            let balancer = view.balancer.as_ref().ok().and_then(Option::as_ref);
+            let found = backfill(&view.map, balancer, &state.backfill);
             out.extend(
                 found
                     .iter()
@@ -208,7 +209,7 @@ pub struct Reads {
     pub osd_flags: Result<BTreeSet<String>, String>,
     pub configured: Result<BTreeMap<String, Option<String>>, String>,
     pub upmap: Option<Result<UpmapView, String>>,
-    pub balancer: Option<Result<BalancerStatus, String>>,
+    pub balancer: Option<Result<Option<BalancerStatus>, String>>,
 }
 
 /// What START (or TAKEOVER) found: the list, the one decision-log line naming it (none when
@@ -236,7 +237,7 @@ pub fn at_start(
         )),
     }
     let balancer = match &reads.balancer {
-        Some(Ok(b)) => Some(b),
+        Some(Ok(b)) => b.as_ref(),
         Some(Err(e)) => {
             warnings.push(format!(
                 "START: cannot read the mgr balancer's status (ceph balancer status): {e}; {later}"
@@ -505,7 +506,7 @@ mod tests {
             osd_flags: Ok(BTreeSet::new()),
             configured: Ok(BTreeMap::new()),
             upmap: Some(Ok(map("30-hold"))),
-            balancer: Some(Ok(balancer("63-balancer-off"))),
+            balancer: Some(Ok(Some(balancer("63-balancer-off")))),
         };
         let (found, record, warnings) =
             at_start(&Policy::default(), &reads, &EnforcerState::default(), 1.0);
