@@ -1613,13 +1613,10 @@ impl Drop for LeverLab {
     }
 }
 
-/// The lever's end of a row: nothing of ours in the OSD map, the balancer as before, the PG log
-/// settings back to Ceph's defaults (checked in the config database).
-fn lever_checks(
-    watch: &HeldWatch,
-    balancer_before: &(bool, String),
-    checks: &mut Vec<(String, bool)>,
-) {
+/// The lever's end of a row: nothing of ours in the OSD map, the balancer as before; then the
+/// guard puts back what the row changed beside the levers, and the PG log settings (and
+/// `mon_allow_pool_delete`) must be back to Ceph's defaults in the config database.
+fn lever_checks(watch: &HeldWatch, guard: LeverLab, checks: &mut Vec<(String, bool)>) {
     let ours = watch.ours_in_map();
     checks.push((
         format!(
@@ -1631,7 +1628,12 @@ fn lever_checks(
     let b = balancer();
     checks.push((
         format!("the balancer as before (active {}, mode {})", b.0, b.1),
-        b == *balancer_before,
+        b == guard.balancer,
+    ));
+    drop(guard);
+    checks.push((
+        "the PG log settings and mon_allow_pool_delete back (unset)".to_string(),
+        pg_log_and_pool_delete_unset(),
     ));
 }
 
@@ -1651,7 +1653,6 @@ fn row_pool_deleted(n: usize) -> Report {
     let row = Row::new(n);
     let before = prepare();
     let guard = LeverLab::start();
-    let balancer_before = guard.balancer.clone();
     ceph(&["osd", "pool", "create", DOOMED, "16", "16", "replicated"]);
     ceph(&["osd", "pool", "set", DOOMED, "size", "3"]);
     ceph(&["osd", "pool", "set", DOOMED, "min_size", "2"]);
@@ -1799,12 +1800,7 @@ fn row_pool_deleted(n: usize) -> Report {
         ),
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
-    lever_checks(&watch, &balancer_before, &mut checks);
-    drop(guard);
-    checks.push((
-        "the PG log settings and mon_allow_pool_delete back (unset)".to_string(),
-        pg_log_and_pool_delete_unset(),
-    ));
+    lever_checks(&watch, guard, &mut checks);
     Report {
         scrapes,
         scrape_note: String::new(),
@@ -1906,7 +1902,6 @@ fn row_lease_lost_in_batch(n: usize) -> Report {
     let row = Row::new(n);
     let before = prepare();
     let guard = LeverLab::start();
-    let balancer_before = guard.balancer.clone();
     let load = Load::start();
     let wrapper = row.dir.join("ceph-wrapper");
     let calls = row.dir.join("calls");
@@ -2029,12 +2024,7 @@ fn row_lease_lost_in_batch(n: usize) -> Report {
         ),
     ];
     let after_exit = finish(&mut [&mut a, &mut b], &mut checks);
-    lever_checks(&watch, &balancer_before, &mut checks);
-    drop(guard);
-    checks.push((
-        "the PG log settings back (unset)".to_string(),
-        pg_log_and_pool_delete_unset(),
-    ));
+    lever_checks(&watch, guard, &mut checks);
     Report {
         scrapes,
         scrape_note: "A not counted while stopped".into(),
@@ -2280,12 +2270,7 @@ fn row_state_deleted(n: usize) -> Report {
         ),
     ];
     let after_exit = finish(&mut [&mut b], &mut checks);
-    lever_checks(&watch, &balancer_before, &mut checks);
-    drop(guard);
-    checks.push((
-        "the PG log settings back (unset)".to_string(),
-        pg_log_and_pool_delete_unset(),
-    ));
+    lever_checks(&watch, guard, &mut checks);
     Report {
         scrapes,
         scrape_note: "A not counted once killed; B from its start".into(),

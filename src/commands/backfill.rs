@@ -117,7 +117,7 @@ fn summary(seen: &Seen, plan: &Plan) -> String {
         plan.held,
         plan.max_backfills,
         match &seen.balancer {
-            Some(b) => format!("balancer {} (mode {})", if b.active { "on" } else { "off" }, b.mode),
+            Some(b) => format!("balancer {}", on_off(b)),
             None => "no balancer module in the mgr (nothing to pause)".to_string(),
         }
     )
@@ -429,6 +429,11 @@ async fn release_each(
     Ok(())
 }
 
+/// `on (mode upmap)`: how this command's output names a balancer's state.
+fn on_off(b: &BalancerStatus) -> String {
+    format!("{} (mode {})", if b.active { "on" } else { "off" }, b.mode)
+}
+
 /// Nothing held: the balancer as it was before the lever paused it.
 async fn restore_balancer(
     client: &CliClient,
@@ -440,9 +445,8 @@ async fn restore_balancer(
     let Some(now) = now else {
         if let Some(before) = &record.balancer {
             report.fail(format!(
-                "the mgr balancer the record paused (it was {}, mode {}) is no longer offered by the mgr (ceph balancer status: command not known); it stays in the record: run release again once its module is back",
-                if before.active { "on" } else { "off" },
-                before.mode
+                "the mgr balancer the record paused (it was {}) is no longer offered by the mgr (ceph balancer status: command not known); it stays in the record: run release again once its module is back",
+                on_off(before)
             ));
         }
         return Ok(());
@@ -614,15 +618,11 @@ fn status(args: BackfillStatusArgs) -> anyhow::Result<ExitCode> {
         out.push_str(&format!(
             "balancer: {}{}\nrequire_min_compat_client: {}\nthe lever {lever}\n",
             match &seen.balancer {
-                Some(b) => format!("{} (mode {})", if b.active { "on" } else { "off" }, b.mode),
+                Some(b) => on_off(b),
                 None => "no balancer module in the mgr".to_string(),
             },
             match &record.balancer {
-                Some(b) => format!(
-                    "; paused by the lever, was {} (mode {})",
-                    if b.active { "on" } else { "off" },
-                    b.mode
-                ),
+                Some(b) => format!("; paused by the lever, was {}", on_off(b)),
                 None => String::new(),
             },
             seen.map.require_min_compat_client,

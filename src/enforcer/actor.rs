@@ -235,6 +235,18 @@ pub struct FakeActor {
 }
 
 impl FakeActor {
+    /// A balancer command refused as the Reef lab's CLI refuses it without the module.
+    fn no_module(&self, what: &str) -> Result<(), OpsError> {
+        if self.with_upmap(what, |u| u.no_balancer_module)? {
+            return Err(OpsError::Ceph(CephError::Failed {
+                command: format!("ceph {what}"),
+                code: Some(22),
+                stderr: "no valid command found; 10 closest matches: | pg stat | Error EINVAL: invalid command".to_string(),
+            }));
+        }
+        Ok(())
+    }
+
     pub fn commands(&self) -> Vec<String> {
         self.commands.lock().map(|c| c.clone()).unwrap_or_default()
     }
@@ -499,20 +511,6 @@ impl Actor for FakeActor {
                 b.mode = mode.to_string();
             }
         })
-    }
-}
-
-impl FakeActor {
-    /// A balancer command refused as the Reef lab's CLI refuses it without the module.
-    fn no_module(&self, what: &str) -> Result<(), OpsError> {
-        if self.with_upmap(what, |u| u.no_balancer_module)? {
-            return Err(OpsError::Ceph(CephError::Failed {
-                command: format!("ceph {what}"),
-                code: Some(22),
-                stderr: "no valid command found; 10 closest matches: | pg stat | Error EINVAL: invalid command".to_string(),
-            }));
-        }
-        Ok(())
     }
 }
 
