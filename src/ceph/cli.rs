@@ -97,6 +97,13 @@ impl Client for CliClient {
                 kill_group(pid);
             }
         };
+        // The fence is checked once the process exists, not before spawning it: a process
+        // stopped in between (SIGSTOP, a paused VM) finds the fence passed when it resumes, and
+        // the CLI, which takes more than 100 ms to reach the monitors, is killed before it does.
+        if command.fence_passed() {
+            kill();
+            return Err(command.fenced());
+        }
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             kill();
             return Err(CephError::Io {
@@ -316,6 +323,29 @@ mod tests {
         let out = c.run(&CephCommand::new(["status"])).await.expect("runs");
         assert_eq!(out.stdout.len(), 60000);
         assert_eq!(out.stderr.len(), 64 << 10);
+    }
+
+    /// A command whose fence passed while this process was stopped (here: before it ran) is
+    /// killed as soon as it is started: it never does what it was started for, and says why.
+    #[tokio::test]
+    async fn a_command_past_its_fence_is_killed_before_it_acts() {
+        let marker = std::env::temp_dir().join(format!("crb-fenced-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        // A `ceph` that takes 200 ms to reach the monitors (the real CLI takes longer).
+        let c = sh(&format!("sleep 0.2; touch {}", marker.display()));
+        let mut cmd = CephCommand::new(["osd", "pg-upmap-items", "2.1", "3", "1"]);
+        cmd.not_after = Some(tokio::time::Instant::now());
+        let err = c.run(&cmd).await.unwrap_err();
+        assert_eq!(err.reason(), "fenced", "{err}");
+        assert!(err.to_string().contains("osd pg-upmap-items 2.1"), "{err}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!marker.exists(), "the fenced command ran");
+        // The same command within its fence runs.
+        cmd.not_after = Some(tokio::time::Instant::now() + Duration::from_secs(30));
+        let out = c.run(&cmd).await.expect("runs");
+        assert_eq!(out.code, Some(0));
+        assert!(marker.exists());
+        let _ = std::fs::remove_file(&marker);
     }
 
     #[tokio::test]

@@ -22,6 +22,10 @@ pub const DEFAULT_MAX_REPLY_BYTES: u64 = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CephCommand {
     pub args: Vec<String>,
+    /// A command that changes the cluster under a lease: it must not reach Ceph at or after
+    /// this instant (see [`Fence`]). Checked by the client as late as it can: the CLI once the
+    /// process is started (and kills it), librados right before the call.
+    pub not_after: Option<tokio::time::Instant>,
 }
 
 impl CephCommand {
@@ -32,6 +36,67 @@ impl CephCommand {
     {
         Self {
             args: args.into_iter().map(Into::into).collect(),
+            not_after: None,
+        }
+    }
+
+    /// Whether the command's fence has passed: it must not be sent (any more).
+    pub fn fence_passed(&self) -> bool {
+        self.not_after
+            .is_some_and(|t| tokio::time::Instant::now() >= t)
+    }
+
+    /// The error for a command stopped by its fence.
+    pub fn fenced(&self) -> CephError {
+        CephError::Fenced {
+            command: self.to_string(),
+        }
+    }
+}
+
+/// When this instance's right to change the cluster ends (a lease's renew deadline), read
+/// anew for each command. Checking the lease before a command is not enough: a process
+/// stopped between the check and the command (SIGSTOP, a VM paused, a long GC-like stall) would
+/// send it after another instance took over (seen on the lab, docs/faults.md row 12).
+#[derive(Clone)]
+pub struct Fence(std::sync::Arc<dyn Fn() -> Option<tokio::time::Instant> + Send + Sync>);
+
+impl Fence {
+    /// `until` answers when the right to act ends; `None`: it has ended.
+    pub fn new(until: impl Fn() -> Option<tokio::time::Instant> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(until))
+    }
+
+    /// The instant a command must not reach Ceph at or after (now, when the right has ended).
+    pub fn until(&self) -> tokio::time::Instant {
+        (self.0)().unwrap_or_else(tokio::time::Instant::now)
+    }
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Fence").field(&(self.0)()).finish()
+    }
+}
+
+/// A client whose commands carry the fence, when there is one: every command run through it
+/// is stopped by the inner client once the fence has passed. Only for commands that change
+/// the cluster.
+#[derive(Debug, Clone)]
+pub struct Fenced<C> {
+    pub inner: C,
+    pub fence: Option<Fence>,
+}
+
+impl<C: Client> Client for Fenced<C> {
+    async fn run(&self, command: &CephCommand) -> Result<Output, CephError> {
+        match &self.fence {
+            Some(fence) => {
+                let mut fenced = command.clone();
+                fenced.not_after = Some(fence.until());
+                self.inner.run(&fenced).await
+            }
+            None => self.inner.run(command).await,
         }
     }
 }
@@ -111,6 +176,9 @@ pub enum CephError {
     /// The librados backend has no connection to the cluster (it retries with backoff).
     #[error("librados: {message}")]
     Connect { message: String },
+    /// Not sent: the command's fence (this instance's lease) passed before it reached Ceph.
+    #[error("`{command}` not sent: this instance's lease ran out before the command reached Ceph (it was stopped or slowed between the lease check and the command); another instance may act now")]
+    Fenced { command: String },
     /// The librados backend does not know how to send this command.
     #[error("`{command}`: the librados backend does not know this command (it translates only the commands this program sends); use --ceph.backend cli")]
     Unsupported { command: String },
@@ -128,6 +196,7 @@ impl CephError {
             CephError::Io { .. } => "io",
             CephError::Connect { .. } => "connect",
             CephError::Unsupported { .. } => "unsupported",
+            CephError::Fenced { .. } => "fenced",
         }
     }
 }

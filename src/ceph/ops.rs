@@ -37,6 +37,11 @@ impl OpsError {
         }
     }
 
+    /// Not sent: the lease's fence had passed ([`crate::ceph::Fence`]).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, OpsError::Ceph(CephError::Fenced { .. }))
+    }
+
     /// The cephx user lacks a capability: retrying cannot help until the caps change.
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, OpsError::Ceph(CephError::PermissionDenied { .. }))

@@ -824,16 +824,19 @@ impl<K: Connector> Session<K> {
         let to_mon = matches!(request, Request::Mon { .. });
         let budget = deadline.saturating_duration_since(tokio::time::Instant::now());
         let blocking_deadline = std::time::Instant::now() + budget;
+        let fence = command.not_after.map(tokio::time::Instant::into_std);
         // The Arc moves into the thread: if this call is abandoned, the connection lives (and
         // is shut down, if forgotten meanwhile) there, never on the runtime.
-        let task =
-            tokio::task::spawn_blocking(move || execute(&*conn, &request, blocking_deadline));
+        let task = tokio::task::spawn_blocking(move || {
+            execute(&*conn, &request, blocking_deadline, fence)
+        });
         let timeout_error = || CephError::Timeout {
             command: command.to_string(),
             timeout: self.inner.timeout,
         };
         let executed = match tokio::time::timeout(budget, task).await {
-            Ok(Ok(executed)) => executed,
+            Ok(Ok(Some(executed))) => executed,
+            Ok(Ok(None)) => return Err(command.fenced()),
             Ok(Err(join)) => {
                 return Err(CephError::Io {
                     command: command.to_string(),
@@ -881,9 +884,20 @@ struct Executed {
     mon_errno: Option<i32>,
 }
 
-/// Runs one request on a blocking thread.
-fn execute<C: Conn>(conn: &C, request: &Request, deadline: std::time::Instant) -> Executed {
-    match request {
+/// Runs one request on a blocking thread; `None`: not sent, its fence had passed (checked
+/// right before the call, the latest this side can; OSDs a `tell` has not asked when it passes
+/// are not asked).
+fn execute<C: Conn>(
+    conn: &C,
+    request: &Request,
+    deadline: std::time::Instant,
+    fence: Option<std::time::Instant>,
+) -> Option<Executed> {
+    if fence.is_some_and(|f| std::time::Instant::now() >= f) {
+        return None;
+    }
+    let deadline = fence.map_or(deadline, |f| f.min(deadline));
+    Some(match request {
         Request::Mon { json } => {
             let reply = conn.mon_command(json);
             Executed {
@@ -897,22 +911,22 @@ fn execute<C: Conn>(conn: &C, request: &Request, deadline: std::time::Instant) -
                 TellTarget::All => {
                     let reply = conn.mon_command(OSD_LS_JSON);
                     if reply.ret < 0 {
-                        return Executed {
+                        return Some(Executed {
                             mon_errno: Some(-reply.ret),
                             printed: print_mon(&reply),
-                        };
+                        });
                     }
                     match parse_osd_ls(&reply.outbuf) {
                         Ok(osds) => osds,
                         Err(message) => {
-                            return Executed {
+                            return Some(Executed {
                                 mon_errno: None,
                                 printed: Printed {
                                     stdout: Vec::new(),
                                     stderr: format!("Error EINVAL: {message}\n"),
                                     code: EINVAL,
                                 },
-                            }
+                            })
                         }
                     }
                 }
@@ -923,7 +937,7 @@ fn execute<C: Conn>(conn: &C, request: &Request, deadline: std::time::Instant) -
                 printed: print_tell(&replies),
             }
         }
-    }
+    })
 }
 
 /// Sends `json` to each OSD, up to [`TELL_THREADS`] at a time, replies in the order of `osds`.

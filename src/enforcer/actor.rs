@@ -8,7 +8,7 @@ pub use crate::ceph::ops::OsdVersions;
 use crate::ceph::ops::{self, OpsError};
 use crate::ceph::parse::pgs::PgBrief;
 use crate::ceph::parse::upmap::{BalancerStatus, PgId, UpmapItem, UpmapView};
-use crate::ceph::{CephError, Client};
+use crate::ceph::{CephError, Client, Fence, Fenced};
 
 /// Changes the cluster's configuration for all OSDs, through [`crate::ceph::ops`].
 pub trait Actor: Send + Sync + 'static {
@@ -54,25 +54,41 @@ pub trait Actor: Send + Sync + 'static {
     fn balancer_active(&self, on: bool) -> impl Future<Output = Result<(), OpsError>> + Send;
     /// `ceph balancer mode MODE`
     fn balancer_mode(&self, mode: &str) -> impl Future<Output = Result<(), OpsError>> + Send;
+    /// From now on, no command that changes the cluster reaches it once `fence` has passed
+    /// (the lease's renew deadline), except `osd unset` of a pause flag, which fails open.
+    fn fence(&mut self, fence: Fence);
 }
 
 pub struct CephActor<C> {
     client: C,
+    fence: Option<Fence>,
 }
 
-impl<C: Client> CephActor<C> {
+impl<C: Client + Clone> CephActor<C> {
     pub fn new(client: C) -> Self {
-        Self { client }
+        Self {
+            client,
+            fence: None,
+        }
+    }
+
+    /// The client for a command that changes the cluster: behind the fence, when there is one
+    /// (under a lease).
+    fn changing(&self) -> Fenced<C> {
+        Fenced {
+            inner: self.client.clone(),
+            fence: self.fence.clone(),
+        }
     }
 }
 
-impl<C: Client> Actor for CephActor<C> {
+impl<C: Client + Clone> Actor for CephActor<C> {
     async fn set(&self, key: &str, value: &str) -> Result<(), OpsError> {
-        ops::config_set_osd(&self.client, key, value).await
+        ops::config_set_osd(&self.changing(), key, value).await
     }
 
     async fn rm(&self, key: &str) -> Result<(), OpsError> {
-        ops::config_rm_osd(&self.client, key).await
+        ops::config_rm_osd(&self.changing(), key).await
     }
 
     async fn configured(
@@ -84,11 +100,11 @@ impl<C: Client> Actor for CephActor<C> {
     }
 
     async fn push(&self, key: &str, value: &str) -> Result<(), OpsError> {
-        ops::tell_osds_set(&self.client, key, value).await
+        ops::tell_osds_set(&self.changing(), key, value).await
     }
 
     async fn unpush(&self, key: &str) -> Result<(), OpsError> {
-        ops::tell_osds_unset(&self.client, key).await
+        ops::tell_osds_unset(&self.changing(), key).await
     }
 
     async fn flags(&self) -> Result<BTreeSet<String>, OpsError> {
@@ -100,7 +116,7 @@ impl<C: Client> Actor for CephActor<C> {
     }
 
     async fn set_flag(&self, flag: &str) -> Result<(), OpsError> {
-        ops::osd_set_flag(&self.client, flag).await
+        ops::osd_set_flag(&self.changing(), flag).await
     }
 
     async fn unset_flag(&self, flag: &str) -> Result<(), OpsError> {
@@ -120,15 +136,19 @@ impl<C: Client> Actor for CephActor<C> {
     }
 
     async fn set_pg_upmap_items(&self, pgid: PgId, items: &[UpmapItem]) -> Result<(), OpsError> {
-        ops::pg_upmap_items_replace(&self.client, pgid, items).await
+        ops::pg_upmap_items_replace(&self.changing(), pgid, items).await
     }
 
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
-        ops::balancer_set_active(&self.client, on).await
+        ops::balancer_set_active(&self.changing(), on).await
     }
 
     async fn balancer_mode(&self, mode: &str) -> Result<(), OpsError> {
-        ops::balancer_mode(&self.client, mode).await
+        ops::balancer_mode(&self.changing(), mode).await
+    }
+
+    fn fence(&mut self, fence: Fence) {
+        self.fence = Some(fence);
     }
 }
 
@@ -232,6 +252,15 @@ pub struct FakeActor {
     /// How long each `pg-upmap-items` / `rm-pg-upmap-items` takes (a monitor committing each
     /// in its own OSD map epoch; tokio's clock).
     pub upmap_takes: std::sync::Arc<std::sync::Mutex<std::time::Duration>>,
+    /// The fence the enforcer gave ([`Actor::fence`]): honoured as the CLI does, a change that
+    /// would start once it passed is not sent. Each clone's own (instances that share the fake
+    /// cluster each have their lease).
+    pub fence: Option<Fence>,
+    /// When set: the process is stopped for this long right after `balancer off` answered
+    /// (the lab's fault row 12): every change started meanwhile goes out when it resumes.
+    pub stop_after_balancer_off: std::sync::Arc<std::sync::Mutex<Option<std::time::Duration>>>,
+    /// Until when the process is stopped.
+    pub stopped_until: std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl FakeActor {
@@ -283,6 +312,19 @@ impl FakeActor {
                 f.remove(flag);
             }
         }
+    }
+    /// What every change goes through before it is sent: the stop, if any, then the fence.
+    async fn gate(&self, what: &str) -> Result<(), OpsError> {
+        let stopped = self.stopped_until.lock().ok().and_then(|s| *s);
+        if let Some(until) = stopped {
+            tokio::time::sleep_until(until).await;
+        }
+        let mut command = crate::ceph::CephCommand::new(what.split(' '));
+        command.not_after = self.fence.as_ref().map(Fence::until);
+        if command.fence_passed() {
+            return Err(OpsError::Ceph(command.fenced()));
+        }
+        Ok(())
     }
     fn log(&self, c: String) {
         if let Ok(mut cs) = self.commands.lock() {
@@ -341,6 +383,7 @@ impl FakeActor {
 impl Actor for FakeActor {
     async fn set(&self, key: &str, value: &str) -> Result<(), OpsError> {
         let what = format!("config set osd {key} {value}");
+        self.gate(&what).await?;
         self.log(what.clone());
         self.maybe_stall().await;
         if let Some(e) = self.refusal(&what) {
@@ -366,6 +409,7 @@ impl Actor for FakeActor {
 
     async fn rm(&self, key: &str) -> Result<(), OpsError> {
         let what = format!("config rm osd {key}");
+        self.gate(&what).await?;
         self.log(what.clone());
         self.maybe_stall().await;
         if let Some(e) = self.refusal(&what) {
@@ -392,12 +436,16 @@ impl Actor for FakeActor {
     }
 
     async fn push(&self, key: &str, value: &str) -> Result<(), OpsError> {
-        self.log(format!("tell osd.* config set {key} {value}"));
+        let what = format!("tell osd.* config set {key} {value}");
+        self.gate(&what).await?;
+        self.log(what);
         Ok(())
     }
 
     async fn unpush(&self, key: &str) -> Result<(), OpsError> {
-        self.log(format!("tell osd.* config unset {key}"));
+        let what = format!("tell osd.* config unset {key}");
+        self.gate(&what).await?;
+        self.log(what);
         Ok(())
     }
 
@@ -419,6 +467,7 @@ impl Actor for FakeActor {
 
     async fn set_flag(&self, flag: &str) -> Result<(), OpsError> {
         let what = format!("osd set {flag}");
+        self.gate(&what).await?;
         self.log(what.clone());
         let path = self.state_file.lock().ok().and_then(|p| p.clone());
         if let Some(path) = path {
@@ -473,6 +522,7 @@ impl Actor for FakeActor {
         // Logged as the command Ceph gets (ops::pg_upmap_items_replace), without `ceph `.
         let command = crate::backfill::record::set_items_command(pgid, items);
         let what = command.trim_start_matches("ceph ").to_string();
+        self.gate(&what).await?;
         self.log(what.clone());
         self.upmap_commit().await;
         if let Some(e) = self.refusal(&what) {
@@ -493,17 +543,26 @@ impl Actor for FakeActor {
 
     async fn balancer_active(&self, on: bool) -> Result<(), OpsError> {
         let what = format!("balancer {}", if on { "on" } else { "off" });
+        self.gate(&what).await?;
         self.log(what.clone());
         self.no_module(&what)?;
         self.with_upmap(&what, |u| {
             if let Some(b) = u.balancer.as_mut() {
                 b.active = on;
             }
-        })
+        })?;
+        let stop = self.stop_after_balancer_off.lock().ok().and_then(|s| *s);
+        if let (false, Some(d)) = (on, stop) {
+            if let Ok(mut until) = self.stopped_until.lock() {
+                *until = Some(tokio::time::Instant::now() + d);
+            }
+        }
+        Ok(())
     }
 
     async fn balancer_mode(&self, mode: &str) -> Result<(), OpsError> {
         let what = format!("balancer mode {mode}");
+        self.gate(&what).await?;
         self.log(what.clone());
         self.no_module(&what)?;
         self.with_upmap(&what, |u| {
@@ -511,6 +570,10 @@ impl Actor for FakeActor {
                 b.mode = mode.to_string();
             }
         })
+    }
+
+    fn fence(&mut self, fence: Fence) {
+        self.fence = Some(fence);
     }
 }
 
@@ -525,4 +588,58 @@ fn injected_with(what: &str, stderr: &str) -> OpsError {
         code: Some(110),
         stderr: stderr.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ceph::fake::FakeClient;
+
+    /// Under a lease every command that changes the cluster carries the fence, read when it is
+    /// sent; reads and `osd unset` (which fails open: recovery runs) never do.
+    #[tokio::test]
+    async fn changes_carry_the_fence_and_reads_and_unpausing_do_not() {
+        let client = FakeClient::new();
+        let mut actor = CephActor::new(client.clone());
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(7);
+        actor.fence(Fence::new(move || Some(until)));
+        let pg = PgId { pool: 2, seed: 1 };
+        let item = [UpmapItem { from: 3, to: 1 }];
+        let fenced = |calls: Vec<crate::ceph::CephCommand>| {
+            assert!(!calls.is_empty());
+            calls.iter().all(|c| c.not_after == Some(until))
+        };
+        let open = |calls: Vec<crate::ceph::CephCommand>| {
+            assert!(!calls.is_empty());
+            calls.iter().all(|c| c.not_after.is_none())
+        };
+        macro_rules! calls_of {
+            ($e:expr) => {{
+                let before = client.calls().len();
+                let _ = $e.await;
+                client.calls().split_off(before)
+            }};
+        }
+        assert!(fenced(calls_of!(actor.set("osd_max_backfills", "1"))));
+        assert!(fenced(calls_of!(actor.rm("osd_max_backfills"))));
+        assert!(fenced(calls_of!(actor.push("osd_max_backfills", "1"))));
+        assert!(fenced(calls_of!(actor.unpush("osd_max_backfills"))));
+        assert!(fenced(calls_of!(actor.set_flag("norecover"))));
+        assert!(fenced(calls_of!(actor.set_pg_upmap_items(pg, &item))));
+        assert!(fenced(calls_of!(actor.set_pg_upmap_items(pg, &[]))));
+        assert!(fenced(calls_of!(actor.balancer_active(false))));
+        assert!(fenced(calls_of!(actor.balancer_mode("upmap"))));
+        assert!(open(calls_of!(actor.unset_flag("norecover"))));
+        assert!(open(calls_of!(
+            actor.configured(&["osd_max_backfills".into()])
+        )));
+        assert!(open(calls_of!(actor.flags())));
+        assert!(open(calls_of!(actor.upmap_view())));
+        assert!(open(calls_of!(actor.balancer_status())));
+        assert!(open(calls_of!(actor.pgs_brief())));
+        // Without a lease (observe mode, the CLI's `backfill` commands): no fence at all.
+        let plain = CephActor::new(FakeClient::new());
+        let _ = plain.set("osd_max_backfills", "1").await;
+        assert!(plain.client.calls().iter().all(|c| c.not_after.is_none()));
+    }
 }

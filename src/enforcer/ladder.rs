@@ -600,11 +600,23 @@ pub(super) fn climb(
             return Some(w);
         }
     }
-    let Some(p99) = obs.p99 else {
-        next.ladder.below_since = None;
-        return None;
-    };
     let held = now - l.since;
+    let Some(p99) = obs.p99 else {
+        // No client write in the window: no client latency to protect, which is room, as the
+        // backfill lever ends without writes. Left on, rung 2 kept the recovery at its limit
+        // with nobody writing (on the lab, 4 objects/s for the 20 minutes after the load
+        // stopped). Down one step per settle time, as below the bound; rung 1 stays.
+        let quiet = *next.ladder.below_since.get_or_insert(now);
+        return step_down(policy, ctx, state, (l, &name, held), quiet, |for_| {
+            format!(
+                "{} for {}: no client latency to protect",
+                obs.p99_note
+                    .as_deref()
+                    .unwrap_or("no client writes in the window"),
+                fmt_secs(for_)
+            )
+        });
+    };
     // Judged against the aim below the bound (`LadderPolicy::aim`): the OSDs' p99 misses the
     // client's own share of its latency.
     if p99 > bound * lp.aim {
@@ -795,37 +807,58 @@ pub(super) fn climb(
         }
     } else if p99 < lp.descend_below * bound {
         let below = *next.ladder.below_since.get_or_insert(now);
-        // Rung 1 is kept until the recovery ends: the least intrusive lever, and no flapping.
-        if l.rung < 2 || now - below < settle || held < settle {
-            return None;
-        }
-        let (rung, step) = if l.step > 0 { (2, l.step - 1) } else { (1, 0) };
-        let reason = format!(
-            "{} below {:.0}% of the bound {} for {}; {name} -> {}",
-            ctx.p99(p99),
-            lp.descend_below * 100.0,
-            fmt_ms(bound),
-            fmt_secs(now - below),
-            rung_name(policy, q, rung, step, None)
-        );
-        let mut w = if rung == 2 {
-            let (values, push) = rung2_values(policy, q, step)?;
-            let mut w = Want::new(ActionKind::Descend, changes_to(&values, obs), reason);
-            w.push = push;
-            w
-        } else {
-            Want::new(
-                ActionKind::Descend,
-                down_to_rung1(policy, state, obs),
-                reason,
+        step_down(policy, ctx, state, (l, &name, held), below, |for_| {
+            format!(
+                "{} below {:.0}% of the bound {} for {}",
+                ctx.p99(p99),
+                lp.descend_below * 100.0,
+                fmt_ms(bound),
+                fmt_secs(for_)
             )
-        };
-        w.rung = Some((rung, step));
-        Some(w)
+        })
     } else {
         next.ladder.below_since = None;
         None
     }
+}
+
+/// One step down the ladder (rung 2's step, then rung 1) once there has been room since
+/// `since` for the settle time and the rung has been held that long; `why` says what the room
+/// was, given how long it lasted. Rung 1 is kept until the recovery ends: the least intrusive
+/// lever, and no flapping.
+fn step_down(
+    policy: &Policy,
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    (l, name, held): (&super::state::LadderState, &str, f64),
+    since: Time,
+    why: impl FnOnce(f64) -> String,
+) -> Option<Want> {
+    let settle = policy.ladder.settle.as_secs_f64();
+    let (obs, q) = (ctx.obs, &ctx.obs.op_queue);
+    if l.rung < 2 || ctx.now - since < settle || held < settle {
+        return None;
+    }
+    let (rung, step) = if l.step > 0 { (2, l.step - 1) } else { (1, 0) };
+    let reason = format!(
+        "{}; {name} -> {}",
+        why(ctx.now - since),
+        rung_name(policy, q, rung, step, None)
+    );
+    let mut w = if rung == 2 {
+        let (values, push) = rung2_values(policy, q, step)?;
+        let mut w = Want::new(ActionKind::Descend, changes_to(&values, obs), reason);
+        w.push = push;
+        w
+    } else {
+        Want::new(
+            ActionKind::Descend,
+            down_to_rung1(policy, state, obs),
+            reason,
+        )
+    };
+    w.rung = Some((rung, step));
+    Some(w)
 }
 
 /// Enters the pause (rung 4) at a share from the breach and the memory; `from`: the rung it

@@ -198,6 +198,64 @@ fn going_down_is_one_rung_at_a_time_below_the_lower_threshold() {
     assert!(sim.run(&recovering(28.0), 30 * 60).is_empty());
 }
 
+/// No client write in the window is no client latency to protect: the ladder comes down as
+/// it does below the bound, one step per settle time, to rung 1, which stays until the
+/// recovery ends; the writes back over the bound climb it again. (On the lab, rung 2 held
+/// with nobody writing kept a rebalance at 4 objects/s for 20 minutes.)
+#[test]
+fn with_no_client_writes_the_ladder_comes_down_to_rung_1() {
+    let quiet = || Observation {
+        p99: None,
+        p99_note: Some("no client writes in the last 5m".into()),
+        ..recovering(0.0)
+    };
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    let actions = sim.run(&quiet(), 4 * 60);
+    assert!(
+        actions.is_empty(),
+        "not before the settle time: {actions:?}"
+    );
+    let actions = sim.run(&quiet(), 2 * 60);
+    assert_eq!(kinds(&actions), vec![ActionKind::Descend]);
+    assert_eq!(sim.state.ladder.rung, 1);
+    assert!(
+        actions[0].reason.starts_with(
+            "no client writes in the last 5m for 5m0s: no client latency to protect; rung 2"
+        ),
+        "{}",
+        actions[0].reason
+    );
+    // Rung 1 stays until the recovery ends.
+    assert!(sim.run(&quiet(), 30 * 60).is_empty());
+    assert_eq!(sim.state.ladder.rung, 1);
+    // Writes again, over the bound: the ladder climbs again (as fast as this recovery has
+    // shown it needs).
+    let actions = sim.run(&recovering(350.0), 6 * 60);
+    assert_eq!(kinds(&actions)[0], ActionKind::Escalate);
+    assert!(sim.state.ladder.rung >= 2);
+}
+
+/// From the pause too: with nobody writing, the pause's share comes down and the ladder with
+/// it, to rung 1.
+#[test]
+fn with_no_client_writes_the_pause_ends_and_the_ladder_comes_down() {
+    let quiet = Observation {
+        p99: None,
+        p99_note: Some("no client writes in the last 5m".into()),
+        ..recovering(0.0)
+    };
+    let mut p = policy();
+    p.max_changes_per_hour = 20;
+    let mut sim = Sim::new(p);
+    climb_to_pause(&mut sim, 350.0);
+    sim.run(&quiet, 60 * 60);
+    assert!(sim.state.ladder.pause.is_none());
+    assert!(!paused(&sim));
+    assert_eq!(sim.state.ladder.rung, 1, "{:?}", sim.state.ladder);
+}
+
 /// Redundancy first, within the collection interval that sees the risk: the pause ends and
 /// SUSPEND (with the recovery limit lifted) goes in the same decision, although the change
 /// limits would hold any throttle for 10 minutes; and it is not counted against them.

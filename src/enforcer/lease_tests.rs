@@ -200,6 +200,50 @@ async fn the_lease_lost_mid_batch_stops_the_holds_and_the_record_is_what_was_sen
     );
 }
 
+/// The leader is stopped (SIGSTOP, a paused VM) right after `balancer off` answered, past
+/// the point where it checked the lease for the first holds, and another instance takes the
+/// lease meanwhile (the lab's fault row 12). When it resumes, its holds are stopped by the
+/// fence, not sent: Ceph gets none, the record keeps none, the step counts as failed, and the
+/// balancer's state to put back stays for the next leader.
+#[tokio::test(start_paused = true)]
+async fn a_leader_stopped_between_the_lease_check_and_its_holds_sends_none_of_them() {
+    let mut l = leader("stopped", Duration::from_secs(2), Duration::ZERO).await;
+    *l.actor.stop_after_balancer_off.lock().expect("stop") = Some(Duration::from_secs(40));
+    let (actor, cluster) = (l.actor.clone(), l.cluster.clone());
+    tokio::spawn(async move {
+        while actor
+            .stopped_until
+            .lock()
+            .map(|s| s.is_none())
+            .unwrap_or(false)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cluster.hand_to("b");
+    });
+    let failed = l
+        .enforcer
+        .execute(entry(10), &Observation::quiet(), 1.8e9)
+        .await;
+    assert!(failed, "a step cut short is a failed one");
+    assert_eq!(
+        l.actor.commands(),
+        vec!["balancer off".to_string()],
+        "nothing after the stop"
+    );
+    assert!(l.enforcer.state().backfill.held.is_empty());
+    assert!(
+        l.enforcer.state().backfill.balancer.is_some(),
+        "the balancer was paused: its state to put back stays"
+    );
+    let said = messages(&l.enforcer);
+    assert!(
+        said.iter()
+            .any(|m| m.starts_with("NOT SENT: the backfill lever's step: the lease was lost")),
+        "{said:#?}"
+    );
+}
+
 /// An entry of 40 holds with the default lease (25 s renew deadline) and 10 s commands: two
 /// rounds fit, `balancer off` and 8 holds; the other 32 are left for the next cycle, and only
 /// the 8 are recorded (stored with the lease too).
@@ -318,6 +362,105 @@ async fn a_state_a_newer_binary_stored_is_left_alone() {
         assert_eq!(
             reader.read_state().await.expect("read").as_deref(),
             Some(&bytes[..])
+        );
+    }
+}
+
+/// A second instance on `l`'s fake cluster and actor, with `policy` (the leader's file
+/// replaced by its own), that takes over once `l` released the lease.
+async fn successor(l: &mut Leader, name: &str, change: impl FnOnce(&mut Policy)) -> Leader {
+    let file = std::env::temp_dir().join(format!("crb-lease-{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let mut policy = Policy {
+        state_file: file.clone(),
+        ..l.enforcer.policy.clone()
+    };
+    change(&mut policy);
+    let link = task::spawn(l.cluster.instance(name), LeaseConfig::DEFAULT);
+    if let Some(mut old) = l.enforcer.lease.take() {
+        old.release(Duration::from_secs(5)).await;
+    }
+    let mut enforcer = Enforcer::new(
+        policy,
+        l.actor.clone(),
+        TokioClock::starting_at(1.8e9 + 60.0),
+        EnforcerState::default(),
+        Some(0.010),
+        Duration::from_secs(15),
+        LogStyle::Text,
+    )
+    .with_lease(link)
+    .with_command_timeout(Duration::from_secs(2));
+    // The next retry (5 s) takes the released lock.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    enforcer.take_over().await.expect("takes over");
+    Leader {
+        enforcer,
+        actor: l.actor.clone(),
+        cluster: l.cluster.clone(),
+        file,
+    }
+}
+
+/// A leader whose lever holds 10 PGs (rung 3, N = 1), stored with the lease.
+async fn holding_leader(name: &str) -> Leader {
+    let mut l = leader(name, Duration::from_secs(2), Duration::ZERO).await;
+    assert!(
+        !l.enforcer
+            .execute(entry(10), &Observation::quiet(), 1.8e9)
+            .await
+    );
+    l.enforcer.state.ladder.rung = 3;
+    l.enforcer.state.ladder.lever = Some(super::backfill_limit::LeverState::start(1, 1.8e9));
+    assert!(l.enforcer.persist("the lever in force").await);
+    assert_eq!(l.enforcer.state().backfill.held.len(), 10);
+    l
+}
+
+/// A change of leader is not a reason for a p99 spike: the new leader takes the lever's
+/// record on as it is (the PGs stay held, the balancer paused) and sends nothing at its
+/// TAKEOVER; its cycles release them at the lever's pace. Given back at once, all ten PGs
+/// re-peered and started their backfill in the same minute, what the lever exists to prevent.
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_takes_the_levers_holds_on_and_sends_nothing_at_takeover() {
+    let mut a = holding_leader("takeon-a").await;
+    let sent_before = a.actor.commands().len();
+    let b = successor(&mut a, "takeon-b", |_| {}).await;
+    assert_eq!(
+        a.actor.commands().len(),
+        sent_before,
+        "nothing sent at the takeover: {:?}",
+        &a.actor.commands()[sent_before..]
+    );
+    assert_eq!(b.enforcer.state().backfill.held.len(), 10);
+    assert!(b.enforcer.state().backfill.balancer.is_some());
+    let on_cluster = b.actor.upmap_now().expect("cluster");
+    assert!(
+        !on_cluster.balancer.expect("balancer").active,
+        "still paused"
+    );
+    for id in b.enforcer.state().backfill.held.keys() {
+        assert!(
+            on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} released"
+        );
+    }
+}
+
+/// Where the new leader does not run the lever (here `--enforcer.backfill-lever off`), nobody
+/// would release the PGs at its pace: the TAKEOVER gives them all back and the balancer too.
+#[tokio::test(start_paused = true)]
+async fn a_new_leader_without_the_lever_gives_the_holds_back_at_takeover() {
+    let mut a = holding_leader("giveback-a").await;
+    let held: Vec<PgId> = a.enforcer.state().backfill.held.keys().copied().collect();
+    let b = successor(&mut a, "giveback-b", |p| p.ladder.backfill_lever = false).await;
+    assert!(b.enforcer.state().backfill.is_empty());
+    let on_cluster = b.actor.upmap_now().expect("cluster");
+    assert!(on_cluster.balancer.expect("balancer").active, "back on");
+    for id in &held {
+        assert!(
+            !on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} still held"
         );
     }
 }

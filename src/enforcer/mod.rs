@@ -51,6 +51,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::ceph::ops::OpsError;
 use crate::collect::Snapshot;
 use crate::latency::prometheus::ExternalP99;
 use crate::latency::{quantile, LatencyWindow};
@@ -209,6 +210,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         if let Ok(mut v) = self.shared.lock() {
             v.set_lease(&link);
         }
+        // `may_send` asks before each command; the fence makes the client ask again once the
+        // command is under way, for a process stopped in between.
+        self.actor.fence(link.fence());
         self.lease = Some(link);
         self
     }
@@ -553,8 +557,47 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         Ok(observation::BackfillView { pgs, map, balancer })
     }
 
-    /// START, TAKEOVER and SHUTDOWN: every PG the state says the backfill lever holds is
-    /// released (ours only) and the balancer put back, from a fresh read of the cluster.
+    /// START and TAKEOVER: the PGs the record holds are taken on while the lever is in force
+    /// in the record and this instance has it: the next cycles check the record against the
+    /// OSD map (entries never sent or changed since drop out) and release the rest at the
+    /// lever's pace. Given back all at once, every held PG re-peered and started its backfill
+    /// in the same minute, the p99 spike the lever exists to prevent, at each restart or
+    /// change of leader. Otherwise (the lever not in force, observe mode) they are given back.
+    async fn take_on_holds(&mut self, when: &'static str) {
+        if self.state.backfill.is_empty() {
+            return;
+        }
+        let ladder = &self.policy.ladder;
+        let lever = self.policy.mode == Mode::Enforce
+            && ladder.max_rung >= 3
+            && ladder.backfill_lever
+            && self.state.ladder.lever.is_some();
+        if !lever {
+            self.give_back_holds(when).await;
+            return;
+        }
+        let b = &self.state.backfill;
+        let ids: Vec<String> = b.held.keys().take(10).map(ToString::to_string).collect();
+        tracing::info!(
+            target: "decision",
+            "{when}: the backfill lever's record holds {} PGs ({}{}){}: taken on; from the next cycle they are checked against the OSD map and released at the lever's pace (all at once if redundancy comes at risk or the lever leaves force)",
+            b.held.len(),
+            ids.join(", "),
+            if b.held.len() > ids.len() { ", ..." } else { "" },
+            match &b.balancer {
+                Some(before) => format!(
+                    ", the balancer paused (it was {}, mode {})",
+                    if before.active { "on" } else { "off" },
+                    before.mode
+                ),
+                None => String::new(),
+            }
+        );
+    }
+
+    /// SHUTDOWN, and START/TAKEOVER without the lever in force: every PG the state says the
+    /// backfill lever holds is released (ours only) and the balancer put back, from a fresh
+    /// read of the cluster.
     async fn give_back_holds(&mut self, when: &'static str) {
         if self.state.backfill.is_empty() {
             return;
@@ -865,13 +908,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             return finish(released, held, balancer, cut);
         }
         if let BalancerStep::Pause { .. } = &b.balancer {
-            if self.may_send().is_err() {
+            let Some(r) = self.send(self.actor.balancer_active(false)).await else {
                 cut.lease_lost = unsent(&released, &held, &balancer);
                 return finish(released, held, balancer, cut);
-            }
-            let r = self.actor.balancer_active(false).await;
+            };
             let ok = r.is_ok();
-            balancer.push(("balancer off".to_string(), r.map_err(CommandError::from)));
+            balancer.push(("balancer off".to_string(), r));
             if !ok {
                 // No hold while the balancer may remove it (the record drops them: not sent).
                 return finish(released, held, balancer, cut);
@@ -894,24 +936,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         {
             let mut lost = Vec::new();
             if *set_mode {
-                match self.may_send() {
-                    Ok(()) => {
-                        let r = self.actor.balancer_mode(&to.mode).await;
-                        balancer.push((
-                            format!("balancer mode {}", to.mode),
-                            r.map_err(CommandError::from),
-                        ));
-                    }
-                    Err(_) => lost.push(format!("ceph balancer mode {}", to.mode)),
+                match self.send(self.actor.balancer_mode(&to.mode)).await {
+                    Some(r) => balancer.push((format!("balancer mode {}", to.mode), r)),
+                    None => lost.push(format!("ceph balancer mode {}", to.mode)),
                 }
             }
             if *turn_on && lost.is_empty() && balancer.iter().all(|(_, r)| r.is_ok()) {
-                match self.may_send() {
-                    Ok(()) => {
-                        let r = self.actor.balancer_active(true).await;
-                        balancer.push(("balancer on".to_string(), r.map_err(CommandError::from)));
-                    }
-                    Err(_) => lost.push("ceph balancer on".to_string()),
+                match self.send(self.actor.balancer_active(true)).await {
+                    Some(r) => balancer.push(("balancer on".to_string(), r)),
+                    None => lost.push("ceph balancer on".to_string()),
                 }
             } else if *turn_on && !lost.is_empty() {
                 lost.push("ceph balancer on".to_string());
@@ -921,6 +954,19 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         finish(released, held, balancer, cut)
     }
 
+    /// One command that changes the cluster, unless the lease is gone (asked before it is
+    /// sent, and by the fence once it is under way); `None`: not sent.
+    async fn send(
+        &self,
+        command: impl std::future::Future<Output = Result<(), OpsError>>,
+    ) -> Option<Result<(), CommandError>> {
+        self.may_send().ok()?;
+        match command.await {
+            Err(e) if e.is_fenced() => None,
+            r => Some(r.map_err(CommandError::from)),
+        }
+    }
+
     /// Removes our items, or puts back the ones the PG had before the hold; `None`: not sent
     /// (the lease is gone).
     async fn release_one(
@@ -928,9 +974,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         b: &effect::BackfillEffect,
         id: crate::ceph::parse::upmap::PgId,
     ) -> Option<(crate::ceph::parse::upmap::PgId, Result<(), CommandError>)> {
-        self.may_send().ok()?;
-        let r = self.actor.set_pg_upmap_items(id, b.restore_items(id)).await;
-        Some((id, r.map_err(CommandError::from)))
+        let r = self
+            .send(self.actor.set_pg_upmap_items(id, b.restore_items(id)))
+            .await?;
+        Some((id, r))
     }
 
     /// Sets our items; none: the PG's own (someone else's, recorded) are taken off. `None`: not
@@ -939,9 +986,10 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         &self,
         h: &crate::backfill::PlannedHold,
     ) -> Option<(crate::ceph::parse::upmap::PgId, Result<(), CommandError>)> {
-        self.may_send().ok()?;
-        let r = self.actor.set_pg_upmap_items(h.pgid, &h.items).await;
-        Some((h.pgid, r.map_err(CommandError::from)))
+        let r = self
+            .send(self.actor.set_pg_upmap_items(h.pgid, &h.items))
+            .await?;
+        Some((h.pgid, r))
     }
 
     /// The configured values of the keys `action` changes, after it failed.
@@ -1102,7 +1150,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         self.memory_loaded = Some(link_term);
         self.state.holding = None;
         self.clear_own_flags("TAKEOVER").await;
-        self.give_back_holds("TAKEOVER").await;
+        self.take_on_holds("TAKEOVER").await;
         self.state = decide::at_start(std::mem::take(&mut self.state));
         self.name_unowned().await;
         Ok(())
@@ -1263,7 +1311,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             // A pause the last run left behind never outlives it; "below the bound since" from
             // before a restart is not evidence for going down now. (With a lease: at takeover.)
             self.clear_own_flags("START").await;
-            self.give_back_holds("START").await;
+            self.take_on_holds("START").await;
             self.state = decide::at_start(std::mem::take(&mut self.state));
             self.name_unowned().await;
         }

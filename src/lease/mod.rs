@@ -341,7 +341,7 @@ impl fmt::Display for LostReason {
                 write!(
                     f,
                     "not renewed for {} (renew deadline passed), stopped acting before the lock can expire",
-                    humantime::format_duration(*since_renew)
+                    crate::units::fmt_secs(since_renew.as_secs_f64())
                 )?;
                 if let Some(e) = error {
                     write!(f, "; last error: {e}")?;

@@ -133,6 +133,13 @@ impl Link {
         self.status.borrow().acting_until
     }
 
+    /// The fence for commands that change the cluster: each reads anew when this instance's
+    /// right to act ends.
+    pub fn fence(&self) -> crate::ceph::Fence {
+        let status = self.status.clone();
+        crate::ceph::Fence::new(move || status.borrow().acting_until)
+    }
+
     /// See [`Status::term`].
     pub fn term(&self) -> u64 {
         self.status.borrow().term

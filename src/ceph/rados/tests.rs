@@ -857,6 +857,41 @@ async fn reconnects_with_backoff() {
     assert_eq!(k2.connects(), 2);
 }
 
+/// A change whose fence has passed is not sent: no mon command, no OSD asked; the same
+/// command within its fence is.
+#[tokio::test]
+async fn a_command_past_its_fence_is_not_sent() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&asked);
+    let k = FakeConnector::new(|json| {
+        if json.contains("pg-upmap-items") {
+            Reply::ok("")
+        } else {
+            cluster_mon(json)
+        }
+    })
+    .with_osd(move |_, _| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        Reply::ok("{}")
+    });
+    let s = session(&k, Duration::from_secs(5));
+    for words in [
+        &["osd", "pg-upmap-items", "2.1", "3", "1"][..],
+        &["tell", "osd.*", "config", "set", "osd_max_backfills", "1"][..],
+    ] {
+        let mut c = cmd(words);
+        c.not_after = Some(tokio::time::Instant::now());
+        let err = s.run(&c).await.unwrap_err();
+        assert_eq!(err.reason(), "fenced", "{err}");
+    }
+    assert_eq!(k.mon_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    let mut c = cmd(&["osd", "pg-upmap-items", "2.1", "3", "1"]);
+    c.not_after = Some(tokio::time::Instant::now() + Duration::from_secs(30));
+    assert_eq!(s.run(&c).await.expect("sent").code, Some(0));
+    assert_eq!(k.mon_calls.load(Ordering::SeqCst), 1);
+}
+
 /// An unknown command fails before anything is connected or sent.
 #[tokio::test]
 async fn unknown_commands_are_not_sent() {
