@@ -2296,13 +2296,187 @@ fn row_state_deleted(n: usize) -> Report {
     }
 }
 
+/// An OSD `scripts/ceph-lab osd-add` made: purged by `osd-purge` when the row did not (a row
+/// that failed half-way leaves the lab with its four OSDs).
+struct AddedOsd {
+    id: u64,
+    purged: bool,
+}
+
+impl AddedOsd {
+    fn add() -> Self {
+        let before: BTreeSet<u64> = osd_ids();
+        lab(&["osd-add"]);
+        let id = osd_ids()
+            .difference(&before)
+            .next()
+            .copied()
+            .expect("osd-add made an OSD");
+        AddedOsd { id, purged: false }
+    }
+
+    fn purge(&mut self) {
+        lab(&["osd-purge", &self.id.to_string()]);
+        self.purged = true;
+    }
+}
+
+impl Drop for AddedOsd {
+    fn drop(&mut self) {
+        if !self.purged {
+            let _ = Command::new(repo().join("scripts/ceph-lab"))
+                .args(["osd-purge", &self.id.to_string()])
+                .output();
+        }
+    }
+}
+
+fn osd_ids() -> BTreeSet<u64> {
+    ceph_json(&["osd", "ls"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.as_u64())
+        .collect()
+}
+
+/// Whether upmap items (`[{"from":..,"to":..}]`, as stored and as `ceph osd dump` prints them)
+/// name `osd`.
+fn items_name(items: &serde_json::Value, osd: u64) -> bool {
+    items.as_array().into_iter().flatten().any(|i| {
+        i["from"].as_u64() == Some(osd)
+            || i["to"].as_u64() == Some(osd)
+            || i.as_array()
+                .is_some_and(|pair| pair.iter().any(|o| o.as_u64() == Some(osd)))
+    })
+}
+
+/// 14: an OSD added to the filled cluster (`osd-add`): PGs move onto it, the lever holds
+/// the excess where their data is (items from the new OSD); then the OSD is purged (`ceph osd
+/// purge`) while they are held. Ceph drops the upmap items that name an OSD gone from its map:
+/// the record must drop (or trim) what names it within a few cycles, never try the same
+/// refused release again and again, and leave nothing of ours.
+fn row_osd_purged(n: usize) -> Report {
+    let row = Row::new(n);
+    let before = prepare();
+    let guard = LeverLab::start();
+    let load = Load::start();
+    let state = row.state("A");
+    let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
+    let watch = HeldWatch::start(vec![state.clone()]);
+    let poller = Poller::start(&[&a]);
+    let mut added = AddedOsd::add();
+    let new = added.id;
+    eprintln!("faults: osd.{new} added");
+    let held = wait_held(
+        &format!("A holds PGs moving onto osd.{new}"),
+        Duration::from_secs(240),
+        &state,
+        |h| h.values().any(|(items, _)| items_name(items, new)),
+    );
+    let held_then: Vec<String> = held_in(&state_file(&state))
+        .into_iter()
+        .filter(|(_, (items, _))| items_name(items, new))
+        .map(|(id, _)| id)
+        .collect();
+    eprintln!("faults: A holds {held_then:?} with items from osd.{new}; purging it");
+    added.purge();
+    let map_names_it =
+        |m: &BTreeMap<String, serde_json::Value>| m.values().any(|items| items_name(items, new));
+    let ceph_dropped = try_wait(
+        Duration::from_secs(30),
+        &format!("Ceph dropped the upmap items naming osd.{new}"),
+        || !map_names_it(&upmap_items()),
+    );
+    let forgot = try_wait(
+        Duration::from_secs(60),
+        &format!("A's record names osd.{new} no more"),
+        || {
+            !held_in(&state_file(&state))
+                .values()
+                .any(|(items, _)| items_name(items, new))
+        },
+    );
+    // A while of the lever going on without the OSD: no refused release is tried again.
+    std::thread::sleep(Duration::from_secs(20));
+    let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
+    let scrapes = poller.finish();
+    let failed: Vec<String> = a
+        .decisions()
+        .into_iter()
+        .filter(|d| d.event.as_deref() == Some("ACTION_FAILED"))
+        .map(|d| d.message)
+        .collect();
+    let repeated = held_then
+        .iter()
+        .filter(|id| {
+            let word = format!(" {id} ");
+            failed
+                .iter()
+                .filter(|m| {
+                    format!(" {m} ")
+                        .replace([',', ';', '(', ')'], " ")
+                        .contains(&word)
+                })
+                .count()
+                > 1
+        })
+        .count();
+    let osds_now = osd_ids();
+    let mut checks = vec![
+        (
+            format!("A held PGs moving onto the added osd.{new} ({held_then:?})"),
+            held && !held_then.is_empty(),
+        ),
+        (
+            format!("after `ceph osd purge {new}`, Ceph's map names it in no upmap entry"),
+            ceph_dropped,
+        ),
+        (
+            format!("A's record dropped what named osd.{new} within 60 s"),
+            forgot,
+        ),
+        (
+            format!(
+                "no held PG's command failed more than once ({repeated} did; {} failures)",
+                failed.len()
+            ),
+            repeated == 0,
+        ),
+        (
+            "RESTORE at the end of recovery".to_string(),
+            a.count(&["RESTORE"]) > 0,
+        ),
+        (
+            "A's record empty at the end".to_string(),
+            held_in(&state_file(&state)).is_empty(),
+        ),
+        (
+            format!("the lab back to its four OSDs ({osds_now:?})"),
+            osds_now == (0..4).collect(),
+        ),
+    ];
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    lever_checks(&watch, guard, &mut checks);
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: did(&[&a]),
+        logs: logs(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
 // ------------------------------------------------------------------------------------------
 // The matrix
 // ------------------------------------------------------------------------------------------
 
 type RowFn = fn(usize) -> Report;
 
-const ROWS: [(&str, RowFn); 13] = [
+const ROWS: [(&str, RowFn); 14] = [
     (
         "SIGKILL during a pause slice, then restart (same local dir)",
         row_kill_during_pause,
@@ -2348,6 +2522,10 @@ const ROWS: [(&str, RowFn); 13] = [
     (
         "the lease object (state) deleted while the lever holds PGs; then the holder killed and a new instance",
         row_state_deleted,
+    ),
+    (
+        "an OSD purged while the lever holds PGs that were moving onto it",
+        row_osd_purged,
     ),
 ];
 
@@ -2464,7 +2642,7 @@ fn selected_rows() -> Vec<usize> {
     match std::env::var("CRB_FAULT_ROWS") {
         Ok(v) if !v.trim().is_empty() => v
             .split(',')
-            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..13"))
+            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..14"))
             .collect(),
         // A row that shows an open defect runs only when asked: a matrix that always fails
         // would hide every other row's regressions.

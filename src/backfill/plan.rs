@@ -246,6 +246,17 @@ pub fn hold_items(pg: &PgBrief, map: &UpmapView, record: &Record) -> Result<Hold
         detail: format!("pool {} is not in the OSD map", id.pool),
     })?;
     let (up, acting) = members(pg)?;
+    // The PG's sets come from its stats, which lag the OSD map: an OSD purged since is still
+    // named in its up set for a few seconds, and Ceph refuses an item from it (ENOENT `osd.4
+    // does not exist`: fault row 14 tried three cycles in a row). The targets (acting) are
+    // checked below.
+    if let Some(gone) = up.iter().find(|o| !map.osds.contains_key(o)) {
+        return Err(PgRefusal::Sets {
+            detail: format!(
+                "up {up:?} names osd.{gone}, which is not in the OSD map (the PG's stats are older than the map)"
+            ),
+        });
+    }
     // What CRUSH gives without their items: `pg-upmap-items` replaces a PG's items and is read
     // against that set, not against the up set.
     let raw = unapply_upmap(&up, &before);

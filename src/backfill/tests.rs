@@ -1200,3 +1200,43 @@ fn hold_then_undo_leaves_the_map_as_it_was() {
     }
     assert_eq!(back.pg_upmap_items, map.pg_upmap_items);
 }
+
+/// Fault row 14 (2026-12-06): an OSD purged while PGs were moving onto it. The PG stats lag
+/// the OSD map, so for a few seconds PGs still name the purged OSD in their up set; a hold
+/// planned from them names it too, and Ceph refuses it (ENOENT `osd.4 does not exist`). Such
+/// a PG is refused until its stats catch up; nothing planned names an OSD the map lacks.
+#[test]
+fn pgs_whose_stats_name_an_osd_gone_from_the_map_are_not_held() {
+    let pgs = pgs_of("20-rebalance");
+    let mut map = map_of("20-rebalance");
+    let before = plan(&pgs, &map, &Record::default(), 1, 0.0);
+    let named = |osd: u32| {
+        before
+            .hold
+            .iter()
+            .filter(|h| h.items.iter().any(|i| i.from == osd))
+            .count()
+    };
+    let gone = (0..8).max_by_key(|o| named(*o)).unwrap();
+    assert!(
+        named(gone) > 0,
+        "the fixture holds PGs that name osd.{gone}"
+    );
+    map.osds.remove(&gone);
+    let p = plan(&pgs, &map, &Record::default(), 1, 0.0);
+    for h in &p.hold {
+        for i in &h.items {
+            assert!(
+                map.osds.contains_key(&i.from) && map.osds.contains_key(&i.to),
+                "{h:?}"
+            );
+        }
+    }
+    let refused: Vec<&PgId> = p
+        .refused
+        .iter()
+        .filter(|(_, r)| matches!(r, PgRefusal::Sets { detail } if detail.contains(&format!("names osd.{gone}, which is not in the OSD map"))))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(!refused.is_empty(), "{:?}", p.refused);
+}

@@ -1807,3 +1807,28 @@ fn one_shot_notes_are_bounded_per_kind_and_in_length() {
     assert_eq!(digest(""), 0xcbf2_9ce4_8422_2325);
     assert_eq!(digest("a"), 0xaf63_dc4c_8601_ec8c);
 }
+
+/// No client writes, the ops per PG raised and PGs still held: the lever releases them and
+/// ends once none is held (the ops per PG back to the operator's), so that the ladder comes
+/// down under it (here to rung 1, which this plant entered from; rung 2's limit goes after the
+/// settle time: `with_no_client_writes_the_ladder_comes_down_to_rung_1`). (Fault row 14, 2026-12-06: the lever stayed for its raised ops with nothing held,
+/// and rung 2's limit under it kept the recovery at 8-13 objects/s with nobody writing.)
+#[test]
+fn with_no_client_writes_the_lever_ends_and_the_ladder_comes_down_under_it() {
+    let mut sim = LeverSim::new(lever_policy(), rebalance());
+    sim.raise_ops_at_n_1();
+    assert_eq!(sim.state.ladder.rung, 3);
+    assert!(sim.held() > 0);
+    let from = sim.now;
+    while sim.state.ladder.rung >= 2 && sim.now < from + 3600.0 {
+        sim.run_for(15, None);
+    }
+    assert_eq!(sim.held(), 0);
+    assert!(sim.state.ladder.lever.is_none());
+    assert_eq!(sim.single_start(), None, "the operator's ops per PG back");
+    assert_eq!(sim.state.ladder.rung, 1, "{:?}", sim.state.ladder);
+    assert!(
+        sim.state.recovery_active,
+        "the ladder came down before the recovery ended"
+    );
+}
