@@ -1637,6 +1637,37 @@ fn lever_checks(watch: &HeldWatch, guard: LeverLab, checks: &mut Vec<(String, bo
     ));
 }
 
+/// The end of a lever row with one instance A: RESTORE at the end of recovery and A's record
+/// empty, A stopped, then [`lever_checks`]; the row's report.
+fn lever_row_end(
+    mut a: Instance,
+    state: &Path,
+    (watch, guard): (HeldWatch, LeverLab),
+    mut checks: Vec<(String, bool)>,
+    (scrapes, before, after): (Scrapes, ClusterSettings, ClusterSettings),
+) -> Report {
+    checks.push((
+        "RESTORE at the end of recovery".to_string(),
+        a.count(&["RESTORE"]) > 0,
+    ));
+    checks.push((
+        "A's record empty at the end".to_string(),
+        held_in(&state_file(state)).is_empty(),
+    ));
+    let after_exit = finish(&mut [&mut a], &mut checks);
+    lever_checks(&watch, guard, &mut checks);
+    Report {
+        scrapes,
+        scrape_note: String::new(),
+        did: did(&[&a]),
+        logs: logs(&[&a]),
+        before,
+        after,
+        after_exit,
+        checks,
+    }
+}
+
 /// Waits until `state` (a local state file) lists a held PG for which `pred` holds.
 fn wait_held(
     what: &str,
@@ -1686,7 +1717,7 @@ fn row_pool_deleted(n: usize) -> Report {
     let prefix = format!("{pool_id}.");
     let load = Load::start();
     let state = row.state("A");
-    let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
+    let a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
     let watch = HeldWatch::start(vec![state.clone()]);
     let poller = Poller::start(&[&a]);
     lab(&REBALANCE);
@@ -1774,7 +1805,7 @@ fn row_pool_deleted(n: usize) -> Report {
         .iter()
         .filter(|d| d.event.as_deref() == Some("ACTION_FAILED") && of_pool(&d.message))
         .count();
-    let mut checks = vec![
+    let checks = vec![
         (
             format!("A held PGs of {DOOMED} ({doomed_held:?}; moved by the operator: {moved:?}) beside others"),
             held,
@@ -1790,27 +1821,8 @@ fn row_pool_deleted(n: usize) -> Report {
             format!("no failed command on a PG of the pool ({failed_on_pool})"),
             failed_on_pool == 0,
         ),
-        (
-            "RESTORE at the end of recovery".to_string(),
-            a.count(&["RESTORE"]) > 0,
-        ),
-        (
-            "A's record empty at the end".to_string(),
-            held_in(&state_file(&state)).is_empty(),
-        ),
     ];
-    let after_exit = finish(&mut [&mut a], &mut checks);
-    lever_checks(&watch, guard, &mut checks);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
-        checks,
-    }
+    lever_row_end(a, &state, (watch, guard), checks, (scrapes, before, after))
 }
 
 /// Three active+clean PGs of `pool` moved by `ceph osd pg-upmap-items` (as an operator would):
@@ -2362,7 +2374,7 @@ fn row_osd_purged(n: usize) -> Report {
     let guard = LeverLab::start();
     let load = Load::start();
     let state = row.state("A");
-    let mut a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
+    let a = Instance::start("A", &row.dir, &enforce_args(&state, &LEVER));
     let watch = HeldWatch::start(vec![state.clone()]);
     let poller = Poller::start(&[&a]);
     let mut added = AddedOsd::add();
@@ -2423,7 +2435,7 @@ fn row_osd_purged(n: usize) -> Report {
         })
         .count();
     let osds_now = osd_ids();
-    let mut checks = vec![
+    let checks = vec![
         (
             format!("A held PGs moving onto the added osd.{new} ({held_then:?})"),
             held && !held_then.is_empty(),
@@ -2444,30 +2456,11 @@ fn row_osd_purged(n: usize) -> Report {
             repeated == 0,
         ),
         (
-            "RESTORE at the end of recovery".to_string(),
-            a.count(&["RESTORE"]) > 0,
-        ),
-        (
-            "A's record empty at the end".to_string(),
-            held_in(&state_file(&state)).is_empty(),
-        ),
-        (
             format!("the lab back to its four OSDs ({osds_now:?})"),
             osds_now == (0..4).collect(),
         ),
     ];
-    let after_exit = finish(&mut [&mut a], &mut checks);
-    lever_checks(&watch, guard, &mut checks);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
-        checks,
-    }
+    lever_row_end(a, &state, (watch, guard), checks, (scrapes, before, after))
 }
 
 // ------------------------------------------------------------------------------------------
