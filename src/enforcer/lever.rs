@@ -654,9 +654,7 @@ fn note_unheld(ctx: &Ctx<'_>, next: &mut EnforcerState, notes: &mut Notes, p: &P
 /// the module is back.
 fn gone_balancer(when: &str, before: &BalancerStatus) -> String {
     format!(
-        "{when}: the mgr balancer the lever paused (it was {}, mode {}) is no longer offered by the mgr (ceph balancer status: command not known); once its module is back: {}",
-        if before.active { "on" } else { "off" },
-        before.mode,
+        "{when}: the mgr balancer the lever paused (it was {before}) is no longer offered by the mgr (ceph balancer status: command not known); once its module is back: {}",
         if before.active { format!("ceph balancer mode {}; ceph balancer on", before.mode) } else { format!("ceph balancer mode {}", before.mode) }
     )
 }

@@ -585,11 +585,7 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             ids.join(", "),
             if b.held.len() > ids.len() { ", ..." } else { "" },
             match &b.balancer {
-                Some(before) => format!(
-                    ", the balancer paused (it was {}, mode {})",
-                    if before.active { "on" } else { "off" },
-                    before.mode
-                ),
+                Some(before) => format!(", the balancer paused (it was {before})"),
                 None => String::new(),
             }
         );

@@ -218,11 +218,9 @@ fn balancer_words(step: &BalancerStep) -> Option<String> {
         BalancerStep::Pause { .. } => Some(
             "mgr balancer paused (ceph balancer off: it would remove the entries), put back once nothing is held".to_string(),
         ),
-        BalancerStep::Restore { to, .. } => Some(format!(
-            "mgr balancer put back as it was ({}, mode {})",
-            if to.active { "on" } else { "off" },
-            to.mode
-        )),
+        BalancerStep::Restore { to, .. } => {
+            Some(format!("mgr balancer put back as it was ({to})"))
+        }
     }
 }
 

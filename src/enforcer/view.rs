@@ -245,11 +245,7 @@ impl EnforcerView {
             .take(8)
             .map(ToString::to_string)
             .collect();
-        self.backfill_balancer_paused = state
-            .backfill
-            .balancer
-            .as_ref()
-            .map(|b| format!("{}, mode {}", if b.active { "on" } else { "off" }, b.mode));
+        self.backfill_balancer_paused = state.backfill.balancer.as_ref().map(ToString::to_string);
         self.paused = state.ladder.pause.as_ref().is_some_and(|p| p.paused);
         self.flags_set = state.flags_set.iter().cloned().collect();
         self.permission_denied = state.refused.as_ref().map(|(r, at)| {

@@ -284,6 +284,14 @@ pub struct BalancerStatus {
     pub mode: String,
 }
 
+/// `on, mode upmap`: how the decision log and the status page name a balancer's state.
+impl fmt::Display for BalancerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = if self.active { "on" } else { "off" };
+        write!(f, "{on}, mode {}", self.mode)
+    }
+}
+
 pub fn balancer_status(out: &[u8]) -> Result<BalancerStatus, ParseError> {
     let v = json::parse_value(out)?;
     let root = Path::Root;
