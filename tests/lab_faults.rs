@@ -771,6 +771,27 @@ struct Report {
     checks: Vec<(String, bool)>,
 }
 
+impl Report {
+    /// A row with one instance A, stopped already (`finish`): what it did and its log.
+    fn of_one(
+        a: &Instance,
+        (scrapes, scrape_note): (Scrapes, String),
+        (before, after, after_exit): (ClusterSettings, ClusterSettings, ClusterSettings),
+        checks: Vec<(String, bool)>,
+    ) -> Report {
+        Report {
+            scrapes,
+            scrape_note,
+            did: did(&[a]),
+            logs: logs(&[a]),
+            before,
+            after,
+            after_exit,
+            checks,
+        }
+    }
+}
+
 /// Shared by the rows: a temp dir and the instance that ends the row.
 struct Row {
     dir: PathBuf,
@@ -1085,16 +1106,15 @@ fn row_mon_stopped(n: usize) -> Report {
         ),
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
-    Report {
-        scrapes,
-        scrape_note: format!("collector_up 0 in {}", scrapes.status_down),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    Report::of_one(
+        &a,
+        (
+            scrapes,
+            format!("collector_up 0 in {}", scrapes.status_down),
+        ),
+        (before, after, after_exit),
         checks,
-    }
+    )
 }
 
 /// PGs degraded and undersized now, from `ceph status`.
@@ -1188,16 +1208,12 @@ fn row_osd_killed(n: usize) -> Report {
         ),
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    Report::of_one(
+        &a,
+        (scrapes, String::new()),
+        (before, after, after_exit),
         checks,
-    }
+    )
 }
 
 /// Watches the settings during a window: true when they never differed from `before`.
@@ -1260,16 +1276,12 @@ fn row_no_write_caps(n: usize) -> Report {
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
     drop(user);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    Report::of_one(
+        &a,
+        (scrapes, String::new()),
+        (before, after, after_exit),
         checks,
-    }
+    )
 }
 
 fn row_state_refused(n: usize) -> Report {
@@ -1323,16 +1335,14 @@ fn row_state_refused(n: usize) -> Report {
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
     drop(user);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: format!("{} (leader metric {leader})", did(&[&a])),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    let mut report = Report::of_one(
+        &a,
+        (scrapes, String::new()),
+        (before, after, after_exit),
         checks,
-    }
+    );
+    report.did = format!("{} (leader metric {leader})", report.did);
+    report
 }
 
 /// The fault window of the wrapper rows: while `fault` exists the wrapper misbehaves.
@@ -1372,16 +1382,12 @@ fn wrapper_row(
     let scrapes = poller.finish();
     let mut checks = check(&a);
     let after_exit = finish(&mut [&mut a], &mut checks);
-    Report {
-        scrapes,
-        scrape_note: note.to_string(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    Report::of_one(
+        &a,
+        (scrapes, note.to_string()),
+        (before, after, after_exit),
         checks,
-    }
+    )
 }
 
 fn row_reply_over_cap(n: usize) -> Report {
@@ -1656,16 +1662,12 @@ fn lever_row_end(
     ));
     let after_exit = finish(&mut [&mut a], &mut checks);
     lever_checks(&watch, guard, &mut checks);
-    Report {
-        scrapes,
-        scrape_note: String::new(),
-        did: did(&[&a]),
-        logs: logs(&[&a]),
-        before,
-        after,
-        after_exit,
+    Report::of_one(
+        &a,
+        (scrapes, String::new()),
+        (before, after, after_exit),
         checks,
-    }
+    )
 }
 
 /// Waits until `state` (a local state file) lists a held PG for which `pred` holds.
