@@ -125,7 +125,15 @@ impl Client for CliClient {
             let status = child.wait().await?;
             Ok::<_, std::io::Error>(Some((stdout, stderr, status)))
         };
-        match tokio::time::timeout(self.timeout, finished).await {
+        tokio::pin!(finished);
+        let mut done = tokio::time::timeout(self.timeout, &mut finished).await;
+        // A deadline noticed late (this process stopped while the command ran: SIGSTOP, a
+        // paused VM) can find the command finished: its reply is there and is the truth (a
+        // `balancer off` that was done is not a failure). Only the reading is left to do.
+        if done.is_err() && pid.is_some_and(has_exited) {
+            done = tokio::time::timeout(REPLY_GRACE, &mut finished).await;
+        }
+        match done {
             Ok(Ok(Some((stdout, stderr, status)))) => Ok(Output {
                 stdout,
                 stderr: String::from_utf8_lossy(&stderr).into_owned(),
@@ -185,6 +193,26 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
         if n > room && overflow == Overflow::Stop {
             return Ok((kept, true));
         }
+    }
+}
+
+/// How long the reply of a command that has exited is still read once its deadline passed.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether the child `pid` has exited (not reaped: the runtime still collects its status).
+fn has_exited(pid: u32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    use nix::unistd::Pid;
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(Pid::from_raw(raw)), flags) {
+        Ok(WaitStatus::StillAlive) => false,
+        Ok(_) => true,
+        // Already reaped by the runtime: it exited.
+        Err(nix::errno::Errno::ECHILD) => true,
+        Err(_) => false,
     }
 }
 
@@ -346,6 +374,28 @@ mod tests {
         assert_eq!(out.code, Some(0));
         assert!(marker.exists());
         let _ = std::fs::remove_file(&marker);
+    }
+
+    /// A reply already there when this process notices its deadline passed is taken: a process
+    /// stopped (SIGSTOP, a paused VM) while its command ran finds the command's timeout passed
+    /// when it resumes, but the command finished, and what it answered is the truth (a
+    /// `balancer off` that was done is not a failure; row 12 of the fault matrix).
+    #[tokio::test]
+    async fn a_reply_that_came_while_this_process_was_stopped_is_taken() {
+        let c = client(&["sh", "-c", "echo done", "sh"], Duration::from_millis(500));
+        let cmd = CephCommand::new(["balancer", "off"]);
+        let run = c.run(&cmd);
+        tokio::pin!(run);
+        // Started (spawned, its fence checked), then the runtime stops past the timeout.
+        std::future::poll_fn(|cx| {
+            let _ = std::future::Future::poll(run.as_mut(), cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        std::thread::sleep(Duration::from_millis(1500));
+        let out = run.await.expect("the finished command's reply");
+        assert_eq!(out.code, Some(0));
+        assert_eq!(out.stdout, b"done\n");
     }
 
     #[tokio::test]
