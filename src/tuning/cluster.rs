@@ -1,7 +1,7 @@
 //! What the tuning commands ask of and do to the cluster, over [`Client`]: read the config
 //! database, the daemons' running values and the object counts; set and remove one option.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ceph::ops;
 use crate::ceph::parse::{self, config_dump::ConfigEntry, ParseError};
@@ -51,11 +51,24 @@ pub async fn scheduler_facts<C: Client>(
             Ok((v, _)) => v.values().all(|v| same_value(v, "true")) && !v.is_empty(),
             Err(_) => false,
         };
+    // The release the advice is for: one major version on every OSD, else none (mid-upgrade,
+    // or `versions` refused: the advice then covers every release).
+    let osd_release = match ops::osd_versions(client).await {
+        Ok(v) => {
+            let majors: BTreeSet<Option<u32>> = v.keys().map(|o| o.major).collect();
+            match majors.into_iter().collect::<Vec<_>>().as_slice() {
+                [Some(m)] => Some(*m),
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    };
     Ok((
         SchedulerFacts {
             op_queue,
             mclock_profile,
             override_recovery_settings,
+            osd_release,
         },
         warnings,
     ))
@@ -201,6 +214,30 @@ mod tests {
             narrower_values(&dump, "osd_max_backfills"),
             vec!["osd/class:hdd = 2", "osd.3 = 5"]
         );
+    }
+
+    /// The release the advice is for: Reef's real `ceph versions` gives 18; OSDs mid-upgrade or
+    /// a refused `versions` give none (the advice then covers every release).
+    #[tokio::test]
+    async fn the_release_is_the_one_every_osd_runs() {
+        use crate::tuning::fake_cluster::FakeCluster;
+        let reef = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/reef/healthy/ceph_versions.json"
+        ))
+        .unwrap();
+        let mixed = r#"{"osd": {"ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)": 2,
+            "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)": 2}}"#;
+        for (versions, release) in [
+            (Some(reef), Some(18)),
+            (Some(mixed.to_string()), None),
+            (None, None),
+        ] {
+            let c = FakeCluster::new(0.0);
+            c.with(|s| s.versions = versions);
+            let (facts, _) = scheduler_facts(&c).await.unwrap();
+            assert_eq!(facts.osd_release, release);
+        }
     }
 
     #[test]

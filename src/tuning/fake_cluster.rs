@@ -25,6 +25,8 @@ pub struct State {
     pub calls: Vec<String>,
     pub fail_set: bool,
     pub pg_ls: bool,
+    /// What `ceph versions` answers; None: refused (an older cephx profile, say).
+    pub versions: Option<String>,
 }
 
 #[derive(Clone)]
@@ -51,6 +53,7 @@ impl FakeCluster {
             calls: Vec::new(),
             fail_set: false,
             pg_ls: false,
+            versions: None,
         })))
     }
 
@@ -145,6 +148,10 @@ impl State {
 {"pgid":"2.0","stat_sum":{"num_objects":400000},"up":[0,1,2],"acting":[0,1,2]},
 {"pgid":"2.1","stat_sum":{"num_objects":320000},"up":[1,2,3],"acting":[1,2,3]}]}"#
                 .to_vec()),
+            ["versions"] => match &self.versions {
+                Some(v) => Ok(v.clone().into_bytes()),
+                None => Err((13, "Error EACCES: access denied".to_string())),
+            },
             _ => Err((22, format!("unexpected command {args:?}"))),
         }
     }

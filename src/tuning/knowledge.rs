@@ -29,6 +29,11 @@ pub struct SchedulerFacts {
     pub mclock_profile: Option<String>,
     /// `osd_mclock_override_recovery_settings` (Reef/Quincy backports; absent in Pacific => false).
     pub override_recovery_settings: bool,
+    /// The major Ceph version every OSD runs (16 Pacific, 17 Quincy, 18 Reef, 19 Squid, 20
+    /// Tentacle), from `ceph versions`: the advice is then stated for that release alone. None
+    /// when unknown (a saved dump) or when the OSDs run different ones (mid-upgrade).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub osd_release: Option<u32>,
 }
 
 impl SchedulerFacts {
@@ -108,6 +113,49 @@ pub(crate) fn explain(
         // An entry already in the database is murkier on Quincy/Reef: the OSD deletes rejected
         // changes from the `osd` and `osd.N` sections, and at start-up keeps whatever the database
         // holds (`set_val_default`), so a surviving entry may be in force. Only Pacific is certain.
+        // Pacific, known: the switch does not exist there (`config set` of it is refused), so
+        // the fix is the entry's removal.
+        Class::RecoveryLimit if mclock != Some(false) && facts.osd_release == Some(16) => {
+            let verb = if value.is_some() { "does" } else { "would" };
+            Some(Ineffective {
+                reason: sentence(
+                    hedge,
+                    &format!(
+                        "{subject} {verb} not limit recovery: Pacific (16.x), which these OSDs \
+                         run, forces it to 1000 under mclock_scheduler whatever the profile, \
+                         custom included. Steer recovery with osd_mclock_profile instead."
+                    ),
+                ),
+                fix: rm,
+            })
+        }
+        // Reef and later, known: the OSDs honour the limit only with the switch on.
+        Class::RecoveryLimit
+            if mclock != Some(false)
+                && !facts.override_recovery_settings
+                && facts.osd_release.is_some_and(|r| r >= 18) =>
+        {
+            let release = release_name(facts.osd_release);
+            let statement = if value.is_some() {
+                format!(
+                    "{subject} may not limit recovery: {release}, which these OSDs run, honours \
+                     a change only while osd_mclock_override_recovery_settings is true (an entry \
+                     from before the switch was off may still be in force, one set since is \
+                     deleted by the OSDs). Set the switch so that it counts."
+                )
+            } else {
+                format!(
+                    "{subject} would not limit recovery: {release}, which these OSDs run, resets \
+                     it to the mClock default and deletes it from the config database unless \
+                     osd_mclock_override_recovery_settings is true."
+                )
+            };
+            Some(Ineffective {
+                reason: sentence(hedge, &statement),
+                fix: "ceph config set osd osd_mclock_override_recovery_settings true".to_string(),
+            })
+        }
+        // Release unknown (or Quincy, whose 17.2.0-17.2.5 had no switch): both ways.
         Class::RecoveryLimit if mclock != Some(false) && !facts.override_recovery_settings => {
             let statement = if value.is_some() {
                 format!(
@@ -147,9 +195,18 @@ pub(crate) fn explain(
         Class::MclockQos if !is_custom(facts) => {
             let profile = match facts.mclock_profile.as_deref().map(str::trim) {
                 Some(p) if !p.is_empty() => format!("the built-in mClock profile {p}"),
-                _ => "a built-in mClock profile (the default: high_client_ops on Pacific, \
-                      balanced on Quincy and later)"
-                    .to_string(),
+                _ => match facts.osd_release {
+                    Some(16) => {
+                        "a built-in mClock profile (Pacific's default: high_client_ops)".to_string()
+                    }
+                    Some(r) if r >= 17 => format!(
+                        "a built-in mClock profile ({}'s default: balanced)",
+                        release_name(Some(r))
+                    ),
+                    _ => "a built-in mClock profile (the default: high_client_ops on Pacific, \
+                          balanced on Quincy and later)"
+                        .to_string(),
+                },
             };
             Some(Ineffective {
                 reason: sentence(
@@ -165,6 +222,21 @@ pub(crate) fn explain(
         }
         _ => None,
     }
+}
+
+/// `Reef (18.x)` for 18, `Ceph 21` past the names known here, `an unknown release` for None.
+pub fn release_name(major: Option<u32>) -> String {
+    let name = match major {
+        Some(15) => "Octopus",
+        Some(16) => "Pacific",
+        Some(17) => "Quincy",
+        Some(18) => "Reef",
+        Some(19) => "Squid",
+        Some(20) => "Tentacle",
+        Some(m) => return format!("Ceph {m}"),
+        None => return "an unknown release".to_string(),
+    };
+    format!("{name} ({}.x)", major.unwrap_or_default())
 }
 
 /// Facts from a `ceph config dump`: osd_op_queue / osd_mclock_profile /
@@ -201,6 +273,8 @@ pub fn facts_from_dump(entries: &[ConfigEntry]) -> SchedulerFacts {
         mclock_profile: cluster_wide("osd_mclock_profile"),
         override_recovery_settings: cluster_wide("osd_mclock_override_recovery_settings")
             .is_some_and(|v| parse_bool(&v)),
+        // The dump does not say which release runs.
+        osd_release: None,
     }
 }
 
@@ -293,6 +367,7 @@ mod tests {
             op_queue: op_queue.map(str::to_string),
             mclock_profile: profile.map(str::to_string),
             override_recovery_settings: override_,
+            osd_release: None,
         }
     }
 

@@ -101,6 +101,17 @@ pub fn render_text(findings: &[Finding], facts: &SchedulerFacts) -> String {
 }
 
 fn scheduler_line(facts: &SchedulerFacts) -> String {
+    let queue = queue_line(facts);
+    match facts.osd_release {
+        Some(r) => format!(
+            "{queue}\nCeph release on every OSD: {} (the advice below is for it)",
+            knowledge::release_name(Some(r))
+        ),
+        None => queue,
+    }
+}
+
+fn queue_line(facts: &SchedulerFacts) -> String {
     match (facts.is_mclock(), facts.op_queue.as_deref()) {
         (Some(true), _) => format!(
             "OSD op queue: mclock_scheduler, profile {}, osd_mclock_override_recovery_settings {}",
@@ -405,6 +416,7 @@ mod tests {
             op_queue: Some("mclock_scheduler".into()),
             mclock_profile: Some("balanced".into()),
             override_recovery_settings: false,
+            osd_release: None,
         }
     }
 
@@ -586,6 +598,22 @@ mod tests {
             (
                 entry("osd", "osd_recovery_max_active_hdd", "8"),
                 unknown(),
+                override_fix.clone(),
+            ),
+            // The release known: Pacific has no switch (the entry goes), Reef and later do.
+            (
+                entry("osd", "osd_max_backfills", "4"),
+                on_release(16),
+                rm("osd", "osd_max_backfills"),
+            ),
+            (
+                entry("osd", "osd_max_backfills", "4"),
+                on_release(18),
+                override_fix.clone(),
+            ),
+            (
+                entry("osd", "osd_recovery_max_active", "8"),
+                on_release(20),
                 override_fix,
             ),
             // With the override switch on, the limits count.
@@ -613,6 +641,54 @@ mod tests {
         for (e, facts, expected) in cases {
             assert_eq!(one(e.clone(), &facts), expected, "{e:?} under {facts:?}");
         }
+    }
+
+    fn on_release(major: u32) -> SchedulerFacts {
+        SchedulerFacts {
+            osd_release: Some(major),
+            ..mclock()
+        }
+    }
+
+    /// With the release known, the advice names that release alone: a Pacific user is not told
+    /// to set a switch Pacific lacks, a Reef user not what Pacific does.
+    #[test]
+    fn recovery_limit_advice_is_for_the_release_the_osds_run() {
+        let e = entry("osd", "osd_max_backfills", "8");
+        let pacific = &lint(std::slice::from_ref(&e), &on_release(16))[0];
+        assert_eq!(pacific.fix, "ceph config rm osd osd_max_backfills");
+        assert!(!pacific.reason.contains("override"), "{}", pacific.reason);
+        for major in [18, 19, 20] {
+            let f = &lint(std::slice::from_ref(&e), &on_release(major))[0];
+            assert_eq!(
+                f.fix,
+                "ceph config set osd osd_mclock_override_recovery_settings true"
+            );
+            assert!(!f.reason.contains("Pacific"), "{}", f.reason);
+            assert!(
+                f.reason.contains(&knowledge::release_name(Some(major))),
+                "{}",
+                f.reason
+            );
+        }
+        let text = render_text(&[], &on_release(18));
+        assert!(text.contains("Reef (18.x)"), "{text}");
+        // The built-in profile's default is the release's.
+        let qos = entry("osd", "osd_mclock_scheduler_client_wgt", "4");
+        let facts = SchedulerFacts {
+            mclock_profile: None,
+            ..on_release(16)
+        };
+        assert!(lint(std::slice::from_ref(&qos), &facts)[0]
+            .reason
+            .contains("Pacific's default: high_client_ops"));
+        let facts = SchedulerFacts {
+            mclock_profile: None,
+            ..on_release(18)
+        };
+        assert!(lint(&[qos], &facts)[0]
+            .reason
+            .contains("Reef (18.x)'s default: balanced"));
     }
 
     #[test]
