@@ -131,6 +131,7 @@ fn exporter_follows_a_real_failure_and_recovery() {
     assert!(p50 > 0.0 && p50 <= p99 && p99 < 30.0, "p50 {p50} p99 {p99}");
 
     // 2. noout + one OSD stopped: PGs undersized, the pool at min_size (3 copies, 2 left).
+    let _back = OsdBackOnFailure;
     ceph(&["osd", "set", "noout"]);
     lab(&["osd-stop", "3"]);
     let m = exporter.wait_metrics(
@@ -147,6 +148,48 @@ fn exporter_follows_a_real_failure_and_recovery() {
             > 0.0
     );
     assert!(m.get("ceph_degraded_objects").unwrap_or(0.0) > 0.0);
+    // The same state as the status report (`/api/status`, what `status` and the landing page
+    // show) gives it, on every release: the PGs stay undersized, with nothing to recover to.
+    let undersized = m.get("ceph_pg_undersized");
+    let api: serde_json::Value = {
+        let (code, body) = exporter.get("/api/status");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("/api/status is JSON")
+    };
+    assert_eq!(api["pgs_undersized"].as_f64(), undersized, "{api}");
+    // rbd-vms, and on releases whose mgr made `.mgr` (1 PG on the same OSDs) that pool too.
+    assert!(
+        api["pools_at_min_size"]
+            .as_array()
+            .is_some_and(|p| p.contains(&serde_json::json!("rbd-vms"))),
+        "{api}"
+    );
+    assert_eq!(api["osds"], serde_json::json!([4, 3, 4]), "{api}");
+    assert_eq!(api["noout"], true, "{api}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
+        .args([
+            "status",
+            "--url",
+            &format!("http://127.0.0.1:{}", exporter.port),
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("run status");
+    assert!(
+        out.status.success(),
+        "status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    for key in ["pgs_undersized", "pools_at_min_size", "osds", "noout"] {
+        assert_eq!(cli[key], api[key], "`status` and /api/status on {key}");
+    }
+    let (code, page) = exporter.get("/");
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("rbd-vms"),
+        "the landing page names the pool at min_size:\n{page}"
+    );
     // The other OSDs still report latency with one down.
     assert!(m
         .get("ceph_osd_op_w_latency_count{ceph_daemon=\"osd.0\"}")
@@ -193,6 +236,26 @@ fn exporter_follows_a_real_failure_and_recovery() {
     );
     drop(exporter);
     let _ = std::fs::remove_file(&state_file);
+}
+
+/// osd.3 started and in again, noout unset, when the test fails half-way: the next lab test
+/// (and the next release's run in scripts/test) must not find an OSD down.
+struct OsdBackOnFailure;
+
+impl Drop for OsdBackOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for args in [&["osd-start", "3"][..], &["osd-in", "3"][..]] {
+                let _ = std::process::Command::new(repo().join("scripts/ceph-lab"))
+                    .args(args)
+                    .output();
+            }
+            let _ = std::process::Command::new("ceph")
+                .args(["osd", "unset", "noout"])
+                .envs(lab_env())
+                .output();
+        }
+    }
 }
 
 /// `ceph config dump` value of an osd-section option, None when not set.
