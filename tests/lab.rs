@@ -716,8 +716,16 @@ fn tuning_cycle_on_a_real_cluster() {
     let p99 = m.client.as_ref().and_then(|c| c.write_p99());
     assert!(p99.is_some_and(|p| p > 0.0), "{m:?}");
 
-    // Step 1: a setting that was not set; applied while the step runs, `config rm` after.
+    // Step 1: a setting that was not set; applied while the step runs, `config rm` after. The
+    // release's default profile: high_client_ops on Pacific, balanced from Quincy on.
     assert_eq!(configured("osd_mclock_profile"), None);
+    let default_profile = running_profile(0);
+    // A prior value for step 2 that differs from the default.
+    let prior = if default_profile == "balanced" {
+        "high_client_ops"
+    } else {
+        "balanced"
+    };
     let step = std::process::Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
         .args([
             "tune",
@@ -749,11 +757,11 @@ fn tuning_cycle_on_a_real_cluster() {
     wait_until(
         Duration::from_secs(30),
         "OSDs back on their default",
-        || running_profile(0) == "high_client_ops",
+        || running_profile(0) == default_profile,
     );
 
     // Step 2: a setting with a prior value goes back to exactly that value.
-    ceph(&["config", "set", "osd", "osd_mclock_profile", "balanced"]);
+    ceph(&["config", "set", "osd", "osd_mclock_profile", prior]);
     let out = crb(
         &dir,
         &[
@@ -772,14 +780,11 @@ fn tuning_cycle_on_a_real_cluster() {
         ],
     );
     assert!(out.status.success());
-    assert_eq!(
-        configured("osd_mclock_profile").as_deref(),
-        Some("balanced")
-    );
+    assert_eq!(configured("osd_mclock_profile").as_deref(), Some(prior));
 
     let record = TuningRecord::load(&dir.join("tuning.yaml")).expect("record");
     assert_eq!(record.steps.len(), 2);
-    for (step, before) in record.steps.iter().zip([None, Some("balanced")]) {
+    for (step, before) in record.steps.iter().zip([None, Some(prior)]) {
         assert_eq!(step.setting, "osd_mclock_profile");
         assert_eq!(step.before.as_deref(), before);
         assert_eq!(
