@@ -425,6 +425,10 @@ enum Role {
         /// The holder last seen, and whether a Standby event reported it.
         seen: Option<Holder>,
         reported: bool,
+        /// The last holder known by name: what a takeover names as the previous holder. A
+        /// look that found the lock held by nobody known (it expired between the refused take
+        /// and `lock info`: seen on the lab one retry before the takeover) does not forget it.
+        last_known: Option<Holder>,
     },
     Leader {
         /// When the last successful take or renew was sent.
@@ -449,6 +453,7 @@ impl Elector {
             role: Role::Standby {
                 seen: None,
                 reported: false,
+                last_known: None,
             },
         }
     }
@@ -513,6 +518,7 @@ impl Elector {
         self.role = Role::Standby {
             seen: to.clone(),
             reported: true,
+            last_known: to.clone(),
         };
         LeaseEvent::Lost {
             me: self.me.clone(),
@@ -553,8 +559,8 @@ impl Elector {
                         *renewed_at = (*renewed_at).max(sent_at);
                         *last_error = None;
                     }
-                    Role::Standby { seen, .. } => {
-                        let previous = seen.take();
+                    Role::Standby { last_known, .. } => {
+                        let previous = last_known.take();
                         self.role = Role::Leader {
                             renewed_at: sent_at,
                             last_error: None,
@@ -568,7 +574,14 @@ impl Elector {
                     Role::Leader { .. } => {
                         events.push(self.step_down(by.clone(), LostReason::Refused));
                     }
-                    Role::Standby { seen, reported } => {
+                    Role::Standby {
+                        seen,
+                        reported,
+                        last_known,
+                    } => {
+                        if by.is_some() {
+                            last_known.clone_from(by);
+                        }
                         if !*reported || seen != by {
                             *seen = by.clone();
                             *reported = true;

@@ -126,6 +126,34 @@ async fn a_leader_stops_acting_exactly_at_the_renew_deadline_counted_from_the_se
     assert_eq!(e.next_op(), Op::TryLock);
 }
 
+/// The lock expired between a refused take and `lock info` (held by nobody known), then this
+/// instance took it: the takeover still names the holder it saw before (fault row 4 on CI).
+#[tokio::test(start_paused = true)]
+async fn a_holder_seen_is_named_at_takeover_even_after_a_look_that_found_nobody() {
+    let a = Holder {
+        instance: "a".into(),
+        client: "client.4100".into(),
+    };
+    let mut e = Elector::new(config(), "b");
+    let t0 = Instant::now();
+    let held = |by: Option<Holder>| Ok(Acquire::Held { by });
+    let first = e.observe(t0, Outcome::TryLock(&held(Some(a.clone()))), t0);
+    assert!(matches!(&first[..], [LeaseEvent::Standby { holder: Some(h), .. }] if *h == a));
+    e.observe(t0 + 2 * S, Outcome::TryLock(&held(None)), t0 + 2 * S);
+    let took = e.observe(
+        t0 + 4 * S,
+        Outcome::TryLock(&Ok(Acquire::Acquired)),
+        t0 + 4 * S,
+    );
+    assert_eq!(
+        took,
+        vec![LeaseEvent::Acquired {
+            me: "b".into(),
+            previous: Some(a)
+        }]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_success_answered_after_its_renew_deadline_does_not_count() {
     let mut e = Elector::new(config(), "a");
