@@ -150,12 +150,23 @@ fn exporter_follows_a_real_failure_and_recovery() {
     assert!(m.get("ceph_degraded_objects").unwrap_or(0.0) > 0.0);
     // The same state as the status report (`/api/status`, what `status` and the landing page
     // show) gives it, on every release: the PGs stay undersized, with nothing to recover to.
-    let undersized = m.get("ceph_pg_undersized");
-    let api: serde_json::Value = {
+    // Read together until they agree: a collection between two reads (PGs still peering
+    // after the stop) may change the count.
+    let api_status = || -> serde_json::Value {
         let (code, body) = exporter.get("/api/status");
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).expect("/api/status is JSON")
     };
+    let mut api = api_status();
+    let mut undersized = m.get("ceph_pg_undersized");
+    for _ in 0..15 {
+        if api["pgs_undersized"].as_f64() == undersized {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        undersized = exporter.metrics().get("ceph_pg_undersized");
+        api = api_status();
+    }
     assert_eq!(api["pgs_undersized"].as_f64(), undersized, "{api}");
     // rbd-vms, and on releases whose mgr made `.mgr` (1 PG on the same OSDs) that pool too.
     assert!(

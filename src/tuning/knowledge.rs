@@ -113,9 +113,11 @@ pub(crate) fn explain(
         // An entry already in the database is murkier on Quincy/Reef: the OSD deletes rejected
         // changes from the `osd` and `osd.N` sections, and at start-up keeps whatever the database
         // holds (`set_val_default`), so a surviving entry may be in force. Only Pacific is certain.
-        // Pacific, known: the switch does not exist there (`config set` of it is refused), so
-        // the fix is the entry's removal.
-        Class::RecoveryLimit if mclock != Some(false) && facts.osd_release == Some(16) => {
+        // Pacific and mclock_scheduler, both known: the switch does not exist there (`config
+        // set` of it is refused), so the fix is the entry's removal. Not with the scheduler
+        // unknown: Pacific's default is wpq, which honours the limit, and removing it would
+        // take away a limit that works.
+        Class::RecoveryLimit if mclock == Some(true) && facts.osd_release == Some(16) => {
             let verb = if value.is_some() { "does" } else { "would" };
             Some(Ineffective {
                 reason: sentence(

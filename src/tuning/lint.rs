@@ -658,6 +658,17 @@ mod tests {
         let pacific = &lint(std::slice::from_ref(&e), &on_release(16))[0];
         assert_eq!(pacific.fix, "ceph config rm osd osd_max_backfills");
         assert!(!pacific.reason.contains("override"), "{}", pacific.reason);
+        // Pacific with the scheduler unknown (its default is wpq, which honours the limit):
+        // never the removal of a limit that may work.
+        let unsure = SchedulerFacts {
+            op_queue: None,
+            ..on_release(16)
+        };
+        let f = lint(std::slice::from_ref(&e), &unsure);
+        assert!(
+            f.iter().all(|f| !f.fix.starts_with("ceph config rm")),
+            "{f:?}"
+        );
         for major in [18, 19, 20] {
             let f = &lint(std::slice::from_ref(&e), &on_release(major))[0];
             assert_eq!(
