@@ -99,6 +99,19 @@ fn scrape_config(exporter_port: u16, interval: &str, extra_jobs: &str) -> String
     .join("\n")
 }
 
+/// The scrape job of the mgr prometheus module at `addr`, under the same `cluster` as ours.
+fn mgr_job(addr: &str) -> String {
+    [
+        "  - job_name: ceph-mgr",
+        "    static_configs:",
+        &format!("      - targets: ['{addr}']"),
+        "        labels:",
+        "          cluster: lab",
+        "",
+    ]
+    .join("\n")
+}
+
 fn rule_files_config(files: &[&Path]) -> String {
     let mut out = "rule_files:\n".to_string();
     for f in files {
@@ -193,20 +206,7 @@ fn dashboard_queries_return_data_from_a_real_scrape() {
     if mgr.is_none() {
         eprintln!("lab: Reef's lab has no mgr prometheus module: ours alone");
     }
-    let mgr_job = mgr
-        .as_ref()
-        .map(|mgr| {
-            [
-                "  - job_name: ceph-mgr",
-                "    static_configs:",
-                &format!("      - targets: ['{mgr}']"),
-                "        labels:",
-                "          cluster: lab",
-                "",
-            ]
-            .join("\n")
-        })
-        .unwrap_or_default();
+    let mgr_job = mgr.as_deref().map(mgr_job).unwrap_or_default();
     let targets = if mgr.is_some() { 2 } else { 1 };
     let mut config = scrape_config(exporter.port, "1s", &mgr_job);
     config.push_str(&rule_files_config(&[
@@ -357,16 +357,7 @@ fn ours_and_the_mgr_modules_latency_series_in_one_prometheus_count_each_osd_once
     // turns that off (Debian packages no ceph-exporter to make it the other way). The default is
     // checked, then the collision made.
     let _perf_counters = MgrPerfCounters::published(&mgr);
-    let mgr_job = [
-        "  - job_name: ceph-mgr",
-        "    static_configs:",
-        &format!("      - targets: ['{mgr}']"),
-        "        labels:",
-        "          cluster: lab",
-        "",
-    ]
-    .join("\n");
-    let mut config = scrape_config(exporter.port, "1s", &mgr_job);
+    let mut config = scrape_config(exporter.port, "1s", &mgr_job(&mgr));
     config.push_str(&rule_files_config(&[&repo().join(RULES)]));
     let prom = start_prometheus(&dir, &config);
 
