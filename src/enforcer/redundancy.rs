@@ -268,6 +268,36 @@ mod tests {
         );
     }
 
+    /// The same on Reef 18.2.7 and Tentacle 20.2.4 (`tests/fixtures/{reef,tentacle}/two-osds-down`,
+    /// their own CLI's outputs): 12 PGs peered, no I/O, all 33 undersized; every rule sees the
+    /// risk.
+    #[test]
+    fn two_osds_down_is_at_risk_on_reef_and_tentacle_too() {
+        for rel in ["reef", "tentacle"] {
+            let read = |name: &str| fixture(&format!("{rel}/two-osds-down/{name}"));
+            let st = status::parse(&read("ceph_status.json")).expect("status");
+            let pools = pools::parse(&read("ceph_osd_pool_ls_detail.json")).expect("pools");
+            let listed = pgs::undersized(&read("ceph_pg_dump_pgs_brief.json")).expect("pgs");
+            let mut obs = Observation::quiet();
+            assert!(read_pg_states(&mut obs, &st).is_empty(), "{rel}: blind");
+            read_pools(&mut obs, &pools, &listed, Some(&st));
+            assert_eq!(obs.undersized_pgs, 33, "{rel}");
+            // The peered ones are undersized too, and counted there (not again as inactive).
+            assert!(
+                obs.pools_at_min_size.iter().any(|p| p == "rbd-vms"),
+                "{rel}: {:?}",
+                obs.pools_at_min_size
+            );
+            for rule in [
+                SuspendWhen::RedundancyAtRisk,
+                SuspendWhen::AnyUndersized,
+                SuspendWhen::PoolAtMinSize,
+            ] {
+                assert!(!risks(rule, &obs, None).is_empty(), "{rel} {rule:?}");
+            }
+        }
+    }
+
     /// Three of four OSDs down: 6 PGs stale (no OSD of theirs reports).
     #[test]
     fn stale_pgs_cannot_serve_io() {

@@ -9,7 +9,13 @@ use super::{
 };
 
 const RELEASES: &[(&str, &str, u32)] = &[("reef", "reef", 18), ("tentacle", "tentacle", 20)];
-const STATES: &[&str] = &["healthy", "rebalance", "undersized", "recovery"];
+const STATES: &[&str] = &[
+    "healthy",
+    "rebalance",
+    "undersized",
+    "recovery",
+    "two-osds-down",
+];
 
 fn each(mut f: impl FnMut(&str, &str, u32, &str, &dyn Fn(&str) -> Vec<u8>)) {
     for &(dir, release, major) in RELEASES {
@@ -47,6 +53,15 @@ fn status_in_every_state() {
                     "{dir}/{state}"
                 );
             }
+            // Below min_size: 12 PGs `undersized+degraded+peered`, no I/O.
+            "two-osds-down" => {
+                assert_eq!(c.undersized_pgs, 33, "{dir}/{state}: {}", c.describe());
+                assert_eq!(s.osds_down_in(), 2, "{dir}/{state}");
+                assert!(s
+                    .pgs_by_state
+                    .iter()
+                    .any(|(name, n)| name == "undersized+degraded+peered" && *n == 12));
+            }
             _ => assert!(c.degraded_objects > 0, "{dir}/{state}: {}", c.describe()),
         }
     });
@@ -78,7 +93,7 @@ fn pgs_pools_osd_map_and_tree() {
             osd_dump::flags(&read("ceph_osd_dump.json")).unwrap_or_else(|e| panic!("{ctx}: {e}"));
         assert_eq!(
             flags.contains("noout"),
-            state == "undersized" || state == "recovery",
+            matches!(state, "undersized" | "recovery" | "two-osds-down"),
             "{ctx}"
         );
         osd_dump::down_in(&read("ceph_osd_dump.json")).unwrap_or_else(|e| panic!("{ctx}: {e}"));
@@ -118,10 +133,10 @@ fn versions_config_and_counters() {
             .into_iter()
             .filter_map(Result::ok)
             .collect();
-        let up = if state == "undersized" || state == "recovery" {
-            3
-        } else {
-            4
+        let up = match state {
+            "undersized" | "recovery" => 3,
+            "two-osds-down" => 2,
+            _ => 4,
         };
         assert_eq!(replies.len(), up, "{ctx}");
         for r in replies {
