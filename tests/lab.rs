@@ -177,15 +177,11 @@ fn exporter_follows_a_real_failure_and_recovery() {
     );
     assert_eq!(api["osds"], serde_json::json!([4, 3, 4]), "{api}");
     assert_eq!(api["noout"], true, "{api}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ceph-recovery-budget"))
-        .args([
-            "status",
-            "--url",
-            &format!("http://127.0.0.1:{}", exporter.port),
-        ])
-        .args(["--format", "json"])
-        .output()
-        .expect("run status");
+    let url = format!("http://127.0.0.1:{}", exporter.port);
+    let out = crb(
+        &std::env::temp_dir(),
+        &["status", "--url", &url, "--format", "json"],
+    );
     assert!(
         out.status.success(),
         "status: {}",
@@ -256,15 +252,9 @@ struct OsdBackOnFailure;
 impl Drop for OsdBackOnFailure {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for args in [&["osd-start", "3"][..], &["osd-in", "3"][..]] {
-                let _ = std::process::Command::new(repo().join("scripts/ceph-lab"))
-                    .args(args)
-                    .output();
-            }
-            let _ = std::process::Command::new("ceph")
-                .args(["osd", "unset", "noout"])
-                .envs(lab_env())
-                .output();
+            lab_quiet(&["osd-start", "3"]);
+            lab_quiet(&["osd-in", "3"]);
+            ceph_quiet(&["osd", "unset", "noout"]);
         }
     }
 }

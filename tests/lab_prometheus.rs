@@ -29,7 +29,7 @@ use common::prom::{
     start_alertmanager, start_prometheus, start_prometheus_under, substitute, tool_or_skip,
     wait_until, Server, TempDir, ALERTS, AM_EXAMPLE, EXCEEDED, RULES, SUSPENDED,
 };
-use common::{ceph, http_get, lab, lab_enabled, lab_env, repo, Exporter};
+use common::{ceph, ceph_quiet, http_get, lab, lab_enabled, lab_env, lab_quiet, repo, Exporter};
 
 /// The recorded cluster-wide p99 that RecoveryLatencyBudgetExceeded compares with the bound.
 const P99: &str =
@@ -548,16 +548,10 @@ impl Drop for MgrPerfCounters {
         if self.changed {
             // The module follows `config set` but not `config rm` (measured on Tentacle: after
             // the rm it went on publishing them), so the default is set, then the key removed.
-            let _ = Command::new("ceph")
-                .args(["config", "set", "mgr", Self::KEY, "true"])
-                .envs(lab_env())
-                .output();
+            ceph_quiet(&["config", "set", "mgr", Self::KEY, "true"]);
             // Apart, so that the mgr sees the set before the rm it ignores.
             std::thread::sleep(Duration::from_secs(3));
-            let _ = Command::new("ceph")
-                .args(["config", "rm", "mgr", Self::KEY])
-                .envs(lab_env())
-                .output();
+            ceph_quiet(&["config", "rm", "mgr", Self::KEY]);
         }
     }
 }
@@ -591,24 +585,11 @@ struct LabRestore {
     profile: bool,
 }
 
-fn lab_quiet(args: &[&str]) {
-    match Command::new(repo().join("scripts/ceph-lab"))
-        .args(args)
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        other => eprintln!("restore: scripts/ceph-lab {args:?}: {other:?}"),
-    }
-}
-
-fn ceph_quiet(args: &[&str]) {
-    match Command::new("ceph")
-        .args(args)
-        .envs(common::lab_env())
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        other => eprintln!("restore: ceph {args:?}: {other:?}"),
+impl LabRestore {
+    /// Runs the OSDs under `profile` for a part of the test; the drop removes it again.
+    fn profile(&mut self, profile: &str) {
+        self.profile = true;
+        common::ceph(&["config", "set", "osd", "osd_mclock_profile", profile]);
     }
 }
 
@@ -737,14 +718,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     // The PGs that finished their backfill go back by backfill: under the test's writes that
     // ran at 2-8 objects/s on the Tentacle lab (`balanced`, one backfill per OSD), past the
     // wait; recovery first for the way back, on every release.
-    restore.profile = true;
-    common::ceph(&[
-        "config",
-        "set",
-        "osd",
-        "osd_mclock_profile",
-        "high_recovery_ops",
-    ]);
+    restore.profile("high_recovery_ops");
     lab(&["rebalance-stop"]);
     lab(&["pg-logs-default"]);
     lab(&["wait-clean", "900"]);
@@ -785,13 +759,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     // The recovery must outlast Exceeded's `for:` with p99 over the bound. With the default
     // `balanced` of Reef and later it was over in 32 s on the Tentacle lab (518 objects/s);
     // `high_client_ops` (Pacific's default) gives recovery the smaller share on every release.
-    common::ceph(&[
-        "config",
-        "set",
-        "osd",
-        "osd_mclock_profile",
-        "high_client_ops",
-    ]);
+    restore.profile("high_client_ops");
     lab(&["osd-out", "3"]);
     // Watch while the cluster recovers with undersized PGs: the Exceeded condition without the
     // suspension (p99 above the bound during recovery) must hold long enough that Exceeded
@@ -830,13 +798,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     );
 
     // 3. Back to normal: Suspended resolves (recovery first for the way back, as after 1).
-    common::ceph(&[
-        "config",
-        "set",
-        "osd",
-        "osd_mclock_profile",
-        "high_recovery_ops",
-    ]);
+    restore.profile("high_recovery_ops");
     lab(&["osd-start", "3"]);
     lab(&["osd-in", "3"]);
     common::ceph(&["osd", "unset", "noout"]);

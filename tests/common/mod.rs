@@ -88,6 +88,26 @@ pub fn ceph(args: &[&str]) {
     );
 }
 
+/// `scripts/ceph-lab ARGS` for a restore: a failure is printed, never a panic (it runs from
+/// `Drop`, also while a test fails).
+pub fn lab_quiet(args: &[&str]) {
+    match Command::new(repo().join("scripts/ceph-lab"))
+        .args(args)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        other => eprintln!("restore: scripts/ceph-lab {args:?}: {other:?}"),
+    }
+}
+
+/// `ceph ARGS` against the lab for a restore, as [`lab_quiet`].
+pub fn ceph_quiet(args: &[&str]) {
+    match Command::new("ceph").args(args).envs(lab_env()).output() {
+        Ok(o) if o.status.success() => {}
+        other => eprintln!("restore: ceph {args:?}: {other:?}"),
+    }
+}
+
 /// Removes the enforcer's lease object (and with it its lock and stored state) from the lab, so
 /// that an enforce-mode test starts as a first instance would: a test that ended with SIGKILL
 /// leaves the lock held for its lease duration and its state for the next leader.
