@@ -66,8 +66,19 @@ fn clean_pg_without(osd: u32) -> (String, Vec<u32>) {
                 .collect();
             (p["pgid"].as_str().expect("pgid").to_string(), up)
         })
-        .find(|(_, up)| !up.contains(&osd))
+        .filter(|(_, up)| !up.contains(&osd))
+        // The lowest id: `hold` leaves the PGs last in id order backfilling (the one kept
+        // under `--max-backfills 1` was this PG in a CI run, 2026-12-06), so the operator's
+        // PG is one the hold takes whatever else backfills.
+        .min_by_key(|(id, _)| pg_seed(id))
         .expect("a clean PG of pool 2 without the OSD")
+}
+
+/// The seed (hex, after the pool's dot) of a PG id: the order `hold` takes a pool's PGs in.
+fn pg_seed(id: &str) -> u64 {
+    id.split_once('.')
+        .and_then(|(_, seed)| u64::from_str_radix(seed, 16).ok())
+        .expect("a PG id: POOL.SEED")
 }
 
 fn backfilling(states: &[(String, String)]) -> Vec<String> {
