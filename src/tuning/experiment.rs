@@ -71,18 +71,78 @@ pub enum RowKind {
     /// goes from the throttle to the duty-cycled pause, as before the lever existed; the row
     /// that measures the lever against the pause.
     EnforcedPauseOnly,
+    /// One lever held for the whole recovery, without the enforcer: what it does to clients
+    /// and recovery on this cluster and release (docs/enforcer.md, "Each lever on each release").
+    Level(Level),
+}
+
+/// A lever at a fixed setting, on top of the operator's profile (`Limit` sets `custom`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// `osd_mclock_override_recovery_settings true` and `osd_max_backfills N`: honoured from
+    /// Quincy 17.2.6 on (Pacific's mClock forces 1000 and has no override).
+    Backfills(u8),
+    /// The `custom` profile with background recovery and best-effort (backfill) limits at this
+    /// percentage of each OSD's capacity: mClock's units from Quincy 17.2.6 on (Pacific reads
+    /// IOPS, so the row refuses there).
+    Limit(u8),
+}
+
+impl Level {
+    /// The settings in the config database's `osd` section, in the order they are set (and put
+    /// back in reverse).
+    pub fn settings(self) -> Vec<(&'static str, String)> {
+        match self {
+            Level::Backfills(n) => vec![
+                ("osd_mclock_override_recovery_settings", "true".to_string()),
+                ("osd_max_backfills", n.to_string()),
+            ],
+            Level::Limit(pct) => {
+                let share = format!("{:.2}", f64::from(pct) / 100.0);
+                vec![
+                    (PROFILE, "custom".to_string()),
+                    (
+                        "osd_mclock_scheduler_background_recovery_lim",
+                        share.clone(),
+                    ),
+                    ("osd_mclock_scheduler_background_best_effort_lim", share),
+                ]
+            }
+        }
+    }
+
+    /// Why the OSDs' release (every OSD's major version) cannot run this level, if it cannot.
+    pub fn refusal(self, osd_release: Option<u32>) -> Option<String> {
+        let what = match self {
+            Level::Backfills(_) => "osd_max_backfills is honoured under mClock only with osd_mclock_override_recovery_settings, from Quincy 17.2.6 on",
+            Level::Limit(_) => "mClock's limits are fractions of each OSD's capacity from Quincy 17.2.6 on (Pacific reads IOPS: 0.10 would be a tenth of an IOPS)",
+        };
+        match osd_release {
+            Some(r) if r >= 18 => None,
+            Some(r) => Some(format!(
+                "row {}: the OSDs run Ceph {r}, and {what}; this row needs Reef (18) or later",
+                RowKind::Level(self).name()
+            )),
+            None => Some(format!(
+                "row {}: the OSDs' release is unknown or not the same on every OSD (`ceph versions`), and {what}",
+                RowKind::Level(self).name()
+            )),
+        }
+    }
 }
 
 impl RowKind {
     pub const PROFILES: [&'static str; 3] = ["balanced", "high_client_ops", "high_recovery_ops"];
 
     /// As given to `--rows`.
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            RowKind::NoRecovery => "no-recovery",
-            RowKind::Profile(p) => p,
-            RowKind::Enforced => "enforced",
-            RowKind::EnforcedPauseOnly => "enforced-pause-only",
+            RowKind::NoRecovery => "no-recovery".into(),
+            RowKind::Profile(p) => p.into(),
+            RowKind::Enforced => "enforced".into(),
+            RowKind::EnforcedPauseOnly => "enforced-pause-only".into(),
+            RowKind::Level(Level::Backfills(n)) => format!("backfills-{n}"),
+            RowKind::Level(Level::Limit(pct)) => format!("limit-{pct}"),
         }
     }
 
@@ -106,6 +166,12 @@ impl RowKind {
             RowKind::Profile(p) => p.to_string(),
             RowKind::Enforced => format!("enforced ({multiplier}x)"),
             RowKind::EnforcedPauseOnly => format!("enforced, pause only ({multiplier}x)"),
+            RowKind::Level(Level::Backfills(n)) => {
+                format!("osd_max_backfills {n} (override on)")
+            }
+            RowKind::Level(Level::Limit(pct)) => {
+                format!("custom, recovery and backfill limit {pct}% of capacity")
+            }
         }
     }
 }
@@ -126,12 +192,15 @@ pub fn parse_rows(s: &str) -> Result<Vec<RowKind>, String> {
             "enforced-pause-only" => RowKind::EnforcedPauseOnly,
             other => match RowKind::PROFILES.iter().find(|p| **p == other) {
                 Some(p) => RowKind::Profile(p),
-                None => {
-                    return Err(format!(
-                        "--rows: unknown row {other:?}; the rows are {} and enforced-pause-only",
-                        DEFAULT_ROWS.replace(',', ", ")
-                    ))
-                }
+                None => match parse_level(other) {
+                    Some(level) => RowKind::Level(level?),
+                    None => {
+                        return Err(format!(
+                            "--rows: unknown row {other:?}; the rows are {}, enforced-pause-only, backfills-N (1-16) and limit-P (1-100)",
+                            DEFAULT_ROWS.replace(',', ", ")
+                        ))
+                    }
+                },
             },
         };
         if rows.contains(&row) {
@@ -145,6 +214,28 @@ pub fn parse_rows(s: &str) -> Result<Vec<RowKind>, String> {
             "--rows must start with no-recovery: its p99 is the baseline every other row, and the enforcer's bound, is judged by (e.g. --rows {DEFAULT_ROWS})"
         )),
     }
+}
+
+/// `backfills-N` or `limit-P`; `None` when the word is neither.
+fn parse_level(word: &str) -> Option<Result<Level, String>> {
+    let (what, number, max) = if let Some(n) = word.strip_prefix("backfills-") {
+        ("backfills", n, 16)
+    } else if let Some(p) = word.strip_prefix("limit-") {
+        ("limit", p, 100)
+    } else {
+        return None;
+    };
+    Some(match number.parse::<u8>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(if what == "backfills" {
+            Level::Backfills(n)
+        } else {
+            Level::Limit(n)
+        }),
+        _ => Err(format!(
+            "--rows: {word}: {what}-N takes a whole number from 1 to {max} (e.g. {what}-{})",
+            if what == "backfills" { 2 } else { 10 }
+        )),
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -574,7 +665,7 @@ impl ExperimentResult {
         self.decisions.iter().filter(move |d| {
             d.get("experiment_row")
                 .and_then(|r| r.as_str())
-                .unwrap_or(RowKind::Enforced.name())
+                .unwrap_or("enforced")
                 == row
         })
     }
@@ -728,6 +819,9 @@ struct Run<'a, C, P> {
     changed: bool,
     /// What the enforcer's state file said it had not restored.
     leftovers: BTreeMap<String, Option<String>>,
+    /// The config database's value (`None`: not set) of each setting a level row set and has
+    /// not put back yet, as found before the row.
+    levels_found: BTreeMap<String, Option<String>>,
     result: ExperimentResult,
 }
 
@@ -748,6 +842,18 @@ pub async fn experiment<C: Client, P: Processes>(
             "the OSDs run osd_op_queue {}: the experiment compares mClock profiles, which only exist under mclock_scheduler (osd_op_queue in ceph.conf, read at OSD start)",
             facts.op_queue.as_deref().unwrap_or("(they do not agree)")
         )));
+    }
+    // A level the release does not read as meant is refused before anything changes.
+    let refusals: Vec<String> = plan
+        .rows
+        .iter()
+        .filter_map(|r| match r {
+            RowKind::Level(l) => l.refusal(facts.osd_release),
+            _ => None,
+        })
+        .collect();
+    if !refusals.is_empty() {
+        return Err(refuse(refusals.join("; ")));
     }
     let now = cluster::status(client).await?;
     if now.recovery_running() {
@@ -786,6 +892,7 @@ pub async fn experiment<C: Client, P: Processes>(
         recovery_started: false,
         changed: false,
         leftovers: BTreeMap::new(),
+        levels_found: BTreeMap::new(),
         result: ExperimentResult {
             baseline_p99_seconds: None,
             multiplier: plan.multiplier,
@@ -816,6 +923,7 @@ pub async fn experiment<C: Client, P: Processes>(
             k @ (RowKind::Enforced | RowKind::EnforcedPauseOnly) => {
                 run.enforced_row(k, progress, cancel).await
             }
+            RowKind::Level(level) => run.level_row(level, progress, cancel).await,
         };
         if ended != Ended::Done {
             break;
@@ -968,6 +1076,106 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             .await
     }
 
+    /// One lever held for the recovery: the operator's profile, the level's settings (checked
+    /// on the OSDs: a note says which did not take one), fio and the recovery, the settings put
+    /// back as found before the data moves back.
+    async fn level_row(
+        &mut self,
+        level: Level,
+        progress: &mut dyn Progress,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Ended {
+        let kind = RowKind::Level(level);
+        let label = kind.label(self.plan.multiplier);
+        if let Err(ended) = self.operators_profile(kind, progress).await {
+            return ended;
+        }
+        let dump = match cluster::config_dump(self.client).await {
+            Ok(d) => d,
+            Err(e) => {
+                return self.failed_row(
+                    kind,
+                    format!("the config database could not be read: {e}"),
+                    progress,
+                )
+            }
+        };
+        for (name, value) in level.settings() {
+            if name != PROFILE && !self.levels_found.contains_key(name) {
+                self.levels_found
+                    .insert(name.to_string(), cluster::osd_section_value(&dump, name));
+            }
+            if let Err(e) = cluster::set(self.client, name, &value).await {
+                self.restore_levels().await;
+                return self.failed_row(
+                    kind,
+                    format!("setting {name} {value} failed: {e}"),
+                    progress,
+                );
+            }
+        }
+        for (name, value) in level.settings() {
+            if let Some(w) = daemons_took_it(self.client, name, &value, progress, cancel).await {
+                self.result.notes.push(format!("{label}: {w}"));
+            }
+        }
+        let mut fio = match self
+            .procs
+            .start_fio(&fio_argv(&self.plan.fio, self.plan.window))
+        {
+            Ok(f) => f,
+            Err(e) => {
+                self.restore_levels().await;
+                return self.failed_row(kind, format!("fio did not start: {e}"), progress);
+            }
+        };
+        let (watched, ended) = self
+            .drive_recovery::<P::Enforcer>(&label, &mut fio, None, progress, cancel)
+            .await;
+        let report = fio.stop().await;
+        // Back as found before the data moves back: the next row starts from the same place.
+        self.restore_levels().await;
+        if let Err(e) = cluster::restore(self.client, PROFILE, self.found.as_deref()).await {
+            self.result.notes.push(format!(
+                "{label}: putting {PROFILE} back to {} failed ({e}); tried again at the end",
+                self.found_text
+            ));
+        }
+        self.finish_recovery_row(kind, report, &watched, ended, progress, cancel)
+            .await
+    }
+
+    /// The profile found at the start back in the config database, as the enforced and level
+    /// rows start from it (as the enforcer would in production); the row fails if it cannot be.
+    async fn operators_profile(
+        &mut self,
+        kind: RowKind,
+        progress: &mut dyn Progress,
+    ) -> Result<(), Ended> {
+        self.changed = true;
+        match cluster::restore(self.client, PROFILE, self.found.as_deref()).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failed_row(
+                kind,
+                format!("putting {PROFILE} back to {} failed: {e}", self.found_text),
+                progress,
+            )),
+        }
+    }
+
+    /// Puts every setting a level row set back as found. What fails stays in `levels_found`
+    /// for [`Run::restore_all`], which tries again and says what is left.
+    async fn restore_levels(&mut self) {
+        for (name, before) in std::mem::take(&mut self.levels_found) {
+            if cluster::restore(self.client, &name, before.as_deref())
+                .await
+                .is_err()
+            {
+                self.levels_found.insert(name, before);
+            }
+        }
+    }
+
     async fn enforced_row(
         &mut self,
         kind: RowKind,
@@ -979,13 +1187,8 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             return self.failed_row(kind, "no baseline p99".into(), progress);
         };
         // The enforcer starts from the operator's profile, as it would in production.
-        self.changed = true;
-        if let Err(e) = cluster::restore(self.client, PROFILE, self.found.as_deref()).await {
-            return self.failed_row(
-                kind,
-                format!("putting {PROFILE} back to {} failed: {e}", self.found_text),
-                progress,
-            );
+        if let Err(ended) = self.operators_profile(kind, progress).await {
+            return ended;
         }
         if let Some(p) = self.running_at_start.clone() {
             if let Some(w) = daemons_took_it(self.client, PROFILE, &p, progress, cancel).await {
@@ -1134,7 +1337,7 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
             summary.top_rung,
             rung_name(summary.top_rung),
             summary.paused_seconds.map_or("? s".to_string(), fmt_secs),
-            if self.result.decisions_of(kind.name()).next().is_none() {
+            if self.result.decisions_of(&kind.name()).next().is_none() {
                 "no decisions"
             } else {
                 "decisions below"
@@ -1470,17 +1673,23 @@ impl<C: Client, P: Processes> Run<'_, C, P> {
                 self.found_text
             )),
         }
+        // A level row's settings not put back at its end (a failure, or Ctrl-C mid-row), then
+        // what the enforcer's state file said it had not restored.
+        let levels = std::mem::take(&mut self.levels_found);
         let leftovers = std::mem::take(&mut self.leftovers);
-        for (name, before) in leftovers {
-            if cluster::same_option(&name, PROFILE) {
-                continue;
-            }
+        let owed = levels
+            .into_iter()
+            .map(|(name, before)| (name, before, "a level row had set it"))
+            .chain(
+                leftovers
+                    .into_iter()
+                    .filter(|(name, _)| !cluster::same_option(name, PROFILE))
+                    .map(|(name, before)| (name, before, "the enforcer had changed it")),
+            );
+        for (name, before, who) in owed {
             let was = before.as_deref().unwrap_or("not set");
             match cluster::restore(self.client, &name, before.as_deref()).await {
-                Ok(()) => self
-                    .result
-                    .restored
-                    .push(format!("{name}: {was} (the enforcer had changed it)")),
+                Ok(()) => self.result.restored.push(format!("{name}: {was} ({who})")),
                 Err(e) => self.result.not_restored.push(format!(
                     "{name} NOT RESTORED ({e}): set it back by hand to {was}"
                 )),

@@ -289,7 +289,7 @@ pub fn svg(result: &ExperimentResult) -> String {
     let marks = match enforced.and_then(|r| r.fio_started_at) {
         Some(start) => marks(
             &result
-                .decisions_of(super::RowKind::Enforced.name())
+                .decisions_of(&super::RowKind::Enforced.name())
                 .cloned()
                 .collect::<Vec<_>>(),
             start,

@@ -51,6 +51,11 @@ struct LabState {
     enforcer_recovering_until: Option<Duration>,
     /// The paused clock's start, for fio's Unix timestamps.
     origin: Instant,
+    /// The OSDs' release as `ceph versions` tells it (the real Reef lab's answer with this
+    /// major); `None`: refused.
+    release: Option<u32>,
+    /// The config database when each recovery started.
+    db_at_recovery: Vec<BTreeMap<String, String>>,
 }
 
 #[derive(Clone)]
@@ -84,6 +89,8 @@ impl Lab {
             enforcer_holds_until: None,
             enforcer_recovering_until: None,
             origin: Instant::now(),
+            release: Some(18),
+            db_at_recovery: Vec::new(),
         })))
     }
 
@@ -126,10 +133,20 @@ impl LabState {
     }
 
     fn start_recovery(&mut self, total: f64) {
+        self.db_at_recovery.push(self.db.clone());
+        let overridden =
+            self.db.get("osd_mclock_override_recovery_settings") == Some(&"true".to_string());
+        let backfills = self
+            .db
+            .get("osd_max_backfills")
+            .filter(|_| overridden)
+            .and_then(|n| n.parse::<f64>().ok());
         let rate = if self.stuck {
             0.0
         } else if self.enforcer_running {
             40.0
+        } else if let Some(n) = backfills {
+            100.0 * n
         } else {
             match self.profile().as_str() {
                 "balanced" => 100.0,
@@ -199,12 +216,33 @@ impl LabState {
                 let v = match *key {
                     "osd_op_queue" => self.op_queue.to_string(),
                     "osd_mclock_profile" => self.profile(),
+                    // What the config database says, as on Reef with the override on.
+                    "osd_max_backfills" => {
+                        self.db.get(*key).cloned().unwrap_or_else(|| "1".into())
+                    }
+                    "osd_mclock_override_recovery_settings" => {
+                        self.db.get(*key).cloned().unwrap_or_else(|| "false".into())
+                    }
                     _ => return Err((22, "Error EINVAL: unrecognized config option".into())),
                 };
                 Ok((0..4)
                     .map(|i| format!("\nosd.{i}: {{\"{key}\":\"{v}\"}}\n"))
                     .collect())
             }
+            ["versions"] => match self.release {
+                Some(major) => {
+                    let (minor, name) = match major {
+                        16 => ("16.2.11", "pacific"),
+                        18 => ("18.2.7", "reef"),
+                        _ => ("20.2.0", "tentacle"),
+                    };
+                    let v = format!("ceph version {minor} (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) {name} (stable)");
+                    Ok(format!(
+                        r#"{{"mon":{{"{v}":1}},"mgr":{{"{v}":1}},"osd":{{"{v}":4}},"overall":{{"{v}":6}}}}"#
+                    ))
+                }
+                None => Err((13, "Error EACCES: access denied".into())),
+            },
             _ => Err((22, format!("unexpected command {args:?}"))),
         }
     }
@@ -1038,6 +1076,61 @@ fn rows_parse_in_the_order_given_starting_with_no_recovery() {
 }
 
 #[test]
+fn level_rows_name_one_lever_at_one_setting() {
+    assert_eq!(
+        parse_rows("no-recovery,balanced,backfills-2,backfills-16,limit-10").unwrap(),
+        vec![
+            RowKind::NoRecovery,
+            RowKind::Profile("balanced"),
+            RowKind::Level(Level::Backfills(2)),
+            RowKind::Level(Level::Backfills(16)),
+            RowKind::Level(Level::Limit(10))
+        ]
+    );
+    for bad in [
+        "backfills-0",
+        "backfills-17",
+        "backfills-x",
+        "limit-0",
+        "limit-101",
+        "limit-",
+    ] {
+        let e = parse_rows(&format!("no-recovery,{bad}")).unwrap_err();
+        assert!(e.contains("whole number from 1 to"), "{bad}: {e}");
+    }
+    let e = parse_rows("no-recovery,backfills-2,backfills-2").unwrap_err();
+    assert!(e.contains("backfills-2 is given twice"), "{e}");
+    assert_eq!(
+        Level::Backfills(4).settings(),
+        vec![
+            ("osd_mclock_override_recovery_settings", "true".to_string()),
+            ("osd_max_backfills", "4".to_string())
+        ]
+    );
+    assert_eq!(
+        Level::Limit(5).settings(),
+        vec![
+            ("osd_mclock_profile", "custom".to_string()),
+            (
+                "osd_mclock_scheduler_background_recovery_lim",
+                "0.05".to_string()
+            ),
+            (
+                "osd_mclock_scheduler_background_best_effort_lim",
+                "0.05".to_string()
+            )
+        ]
+    );
+    // Pacific reads the limit in IOPS and has no override: refused there, and when unknown.
+    for level in [Level::Backfills(2), Level::Limit(10)] {
+        assert!(level.refusal(Some(18)).is_none());
+        assert!(level.refusal(Some(20)).is_none());
+        assert!(level.refusal(Some(16)).is_some());
+        assert!(level.refusal(None).is_some());
+    }
+}
+
+#[test]
 fn a_row_is_within_the_bound_up_to_multiplier_times_the_baseline() {
     assert!(within_bound(0.091, 0.0455, 2.0));
     assert!(!within_bound(0.0911, 0.0455, 2.0));
@@ -1478,4 +1571,65 @@ fn the_enforcers_own_p99_is_shown_beside_the_clients_per_window() {
     assert!(text.contains("the enforcer's own p99 as it read it last in each window"));
     // Without reads there is no such line.
     assert!(!render(&result(plain)).contains("enforcer saw"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_level_row_recovers_under_its_setting_and_puts_the_operators_back() {
+    let lab = Lab::new();
+    // The operator's own: osd_max_backfills 3 in the config database, no override.
+    lab.with(|s| {
+        s.db.insert("osd_max_backfills".into(), "3".into());
+    });
+    let before = lab.with(|s| s.db.clone());
+    let (r, _) = run(&lab, &plan("no-recovery,balanced,backfills-2"), None).await;
+    let r = r.unwrap();
+    assert!(r.complete && r.not_restored.is_empty(), "{r:#?}");
+    assert_eq!(r.rows[2].row, "backfills-2");
+    assert_eq!(r.rows[2].label, "osd_max_backfills 2 (override on)");
+    // The recovery ran under the level, and the level was not there for balanced's.
+    let at = lab.with(|s| s.db_at_recovery.clone());
+    assert_eq!(at.len(), 2);
+    assert_eq!(
+        at[0].get("osd_max_backfills").map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(at[0].get("osd_mclock_override_recovery_settings"), None);
+    assert_eq!(
+        at[1].get("osd_max_backfills").map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(
+        at[1]
+            .get("osd_mclock_override_recovery_settings")
+            .map(String::as_str),
+        Some("true")
+    );
+    // Faster than balanced on the fake (100 obj/s per backfill with the override: 200).
+    assert_eq!(r.rows[2].objects_per_second, Some(200.0));
+    assert_eq!(lab.with(|s| s.db.clone()), before);
+    // Put back before the data moves back: the next row starts from the operator's settings.
+    let calls = lab.actions();
+    let rm = calls
+        .iter()
+        .rposition(|c| c == "config rm osd osd_mclock_override_recovery_settings")
+        .expect("override removed");
+    let back = calls
+        .iter()
+        .rposition(|c| c == "run stop-recovery")
+        .expect("recovery stopped");
+    assert!(rm < back, "{calls:#?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_level_the_release_reads_otherwise_is_refused_before_anything_changes() {
+    for release in [Some(16), None] {
+        let lab = Lab::new();
+        lab.with(|s| s.release = release);
+        let (r, _) = run(&lab, &plan("no-recovery,balanced,limit-10"), None).await;
+        match r {
+            Err(TuningError::Refused(why)) => assert!(why.contains("limit-10"), "{why}"),
+            other => panic!("{release:?}: {other:?}"),
+        }
+        assert!(lab.actions().is_empty(), "{:#?}", lab.actions());
+    }
 }
