@@ -1690,13 +1690,7 @@ fn row_pool_deleted(n: usize) -> Report {
     ceph(&["osd", "pool", "set", DOOMED, "size", "3"]);
     ceph(&["osd", "pool", "set", DOOMED, "min_size", "2"]);
     ceph(&["osd", "pool", "application", "enable", DOOMED, "rados"]);
-    let pool_id = ceph_json(&["osd", "pool", "ls", "detail"])
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["pool_name"] == DOOMED)
-        .and_then(|p| p["pool_id"].as_u64())
-        .expect("the doomed pool's id");
+    let pool_id = pool_id(DOOMED);
     lab(&["wait-clean", "300"]);
     // More writes than the short logs keep (100 entries): its moved PGs backfill.
     let bench = Command::new("rados")

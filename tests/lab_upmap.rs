@@ -82,17 +82,6 @@ fn clean_pg_with_spare() -> (String, Vec<u32>, u32) {
         .expect("a clean PG of the lab's pool")
 }
 
-/// A pool's id, by its name.
-fn pool_id(name: &str) -> u64 {
-    ceph_json(&["osd", "dump"])["pools"]
-        .as_array()
-        .expect("pools")
-        .iter()
-        .find(|p| p["pool_name"].as_str() == Some(name))
-        .and_then(|p| p["pool"].as_u64())
-        .unwrap_or_else(|| panic!("no pool {name} in the OSD map"))
-}
-
 /// The seed (hex, after the pool's dot) of a PG id: the order `hold` takes a pool's PGs in.
 fn pg_seed(id: &str) -> u64 {
     id.split_once('.')

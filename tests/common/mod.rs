@@ -59,6 +59,17 @@ pub fn lab_env_var(name: &str) -> String {
         .unwrap_or_else(|| panic!("scripts/ceph-lab env has no {name}"))
 }
 
+/// A pool's id, by its name, from the OSD map.
+pub fn pool_id(name: &str) -> u64 {
+    ceph_json(&["osd", "dump"])["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|p| p["pool_name"].as_str() == Some(name))
+        .and_then(|p| p["pool"].as_u64())
+        .unwrap_or_else(|| panic!("no pool {name} in the OSD map"))
+}
+
 /// `ceph ARGS --format json` against the lab, parsed.
 pub fn ceph_json(args: &[&str]) -> serde_json::Value {
     let out = Command::new("ceph")
