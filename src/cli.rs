@@ -408,13 +408,17 @@ pub struct ExperimentArgs {
         default_value = crate::tuning::experiment::DEFAULT_ROWS
     )]
     pub rows: String,
-    /// More flags for the enforced row's `serve` (split like shell words); the experiment sets
-    /// --web.listen-address, --enforcer.mode/baseline/multiplier/state-file and the ceph flags
+    /// More flags for the enforced row's `serve` (split like shell words), after the
+    /// experiment's timings for 10-s windows, which a flag given here replaces: "--collect.interval
+    /// 2s --enforcer.for 4s --enforcer.latency-window 10s --enforcer.settle 5s
+    /// --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle
+    /// 10s --enforcer.pause-period 10s". The experiment sets --web.listen-address,
+    /// --enforcer.mode/baseline/multiplier/state-file and the ceph flags
     #[arg(
         long = "serve-args",
         value_name = "FLAGS",
         allow_hyphen_values = true,
-        default_value = crate::tuning::experiment::DEFAULT_SERVE_ARGS
+        default_value = ""
     )]
     pub serve_args: String,
     /// The table as text, or JSON
@@ -630,6 +634,7 @@ pub struct ServeArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::enforcer::policy::RecoveryLimit;
     use crate::settings::LogFormat;
     use clap::CommandFactory;
 
@@ -778,7 +783,10 @@ mod tests {
         let o = args.settings;
         assert_eq!(
             o.recovery_limits,
-            Some(crate::settings::IopsLimits(vec![300, 100]))
+            Some(crate::settings::RecoveryLimits(vec![
+                RecoveryLimit::Iops(300),
+                RecoveryLimit::Iops(100)
+            ]))
         );
         assert_eq!(o.recovery_sleeps, Some(vec![0.5]));
         assert_eq!(o.max_rung, Some(2));
@@ -792,6 +800,23 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("lots"), "{err}");
+        let shares = Cli::try_parse_from([
+            "ceph-recovery-budget",
+            "serve",
+            "--enforcer.recovery-limits",
+            "5%,3%",
+        ])
+        .unwrap();
+        let Command::Serve(args) = shares.command else {
+            panic!("serve")
+        };
+        assert_eq!(
+            args.settings.recovery_limits,
+            Some(crate::settings::RecoveryLimits(vec![
+                RecoveryLimit::Percent(5),
+                RecoveryLimit::Percent(3)
+            ]))
+        );
     }
 
     #[test]

@@ -355,7 +355,7 @@ fn resolve_policy(m: &Merged, interval: Duration) -> Result<Policy, ConfigError>
 mod tests {
     use super::*;
     use crate::ceph::any::LIBRADOS_BUILT;
-    use crate::enforcer::policy::SuspendWhen;
+    use crate::enforcer::policy::{RecoveryLimit, SuspendWhen};
     use crate::settings::HumanDuration;
 
     fn parse(yaml: &str) -> Result<FileConfig, ConfigError> {
@@ -639,7 +639,19 @@ mod tests {
         let l = &s.policy.ladder;
         assert_eq!(l.max_rung, 2);
         assert_eq!(l.settle, Duration::from_secs(120));
-        assert_eq!(l.recovery_limits, vec![500, 50]);
+        assert_eq!(
+            l.recovery_limits,
+            vec![RecoveryLimit::Iops(500), RecoveryLimit::Iops(50)]
+        );
+        let shares = resolve(
+            "enforcer:\n  recovery_limits: [\"5%\", \"3%\"]\n",
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            shares.policy.ladder.recovery_limits,
+            vec![RecoveryLimit::Percent(5), RecoveryLimit::Percent(3)]
+        );
         assert_eq!(l.pause.period, 20.0);
         assert_eq!(l.pause.max_share, 0.5);
         assert_eq!(l.pause.tick, 5.0, "the flags change once per collection");
@@ -652,6 +664,18 @@ mod tests {
             (
                 "enforcer:\n  recovery_limits: [100, 300]\n",
                 vec!["each lower than the one before"],
+            ),
+            (
+                "enforcer:\n  recovery_limits: [300, \"3%\"]\n",
+                vec!["300,3%", "mixes IOPS and percentages"],
+            ),
+            (
+                "enforcer:\n  recovery_limits: [\"0%\"]\n",
+                vec!["from 1% to 100%"],
+            ),
+            (
+                "enforcer:\n  recovery_limits: [\"3 percent\"]\n",
+                vec!["3 percent", "neither a number of IOPS nor a percentage"],
             ),
             ("enforcer:\n  pause_max_share: 1.0\n", vec!["at most 0.9"]),
             (

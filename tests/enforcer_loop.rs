@@ -835,7 +835,10 @@ async fn an_osd_on_another_release_skips_the_iops_limit_in_the_loop() {
     for (quincy, expect_limit) in [(false, true), (true, false)] {
         let file = temp_state(&format!("versions-{quincy}"));
         let mut p = pause_policy(&file);
-        p.ladder.recovery_limits = vec![300];
+        p.ladder.recovery_limits =
+            vec![ceph_recovery_budget::enforcer::policy::RecoveryLimit::Iops(
+                300,
+            )];
         let mut rig = Rig::with_policy(p, EnforcerState::default(), 1.8e9, Some(0.010));
         if quincy {
             let line =
@@ -1082,7 +1085,9 @@ fn saved(file: &str) -> EnforcerState {
 /// Rung 2 under mClock (one recovery limit, 300 IOPS), no pause rung.
 fn rung2_policy(file: &str) -> Policy {
     let mut p = pause_policy(file);
-    p.ladder.recovery_limits = vec![300];
+    p.ladder.recovery_limits = vec![ceph_recovery_budget::enforcer::policy::RecoveryLimit::Iops(
+        300,
+    )];
     p.ladder.max_rung = 2;
     p
 }

@@ -907,7 +907,8 @@ fn experiment_runs_its_rows_and_leaves_the_cluster_as_found() {
             "--multiplier",
             "1.01",
             "--serve-args",
-            "--collect.interval 2s --enforcer.for 2s --enforcer.latency-window 10s --enforcer.settle 5s --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle 10s --enforcer.pause-period 10s --enforcer.recovery-limits 100 --enforcer.pause-max-total 40s",
+            // After the experiment's own timings, `--enforcer.for` replacing its 4s.
+            "--enforcer.for 2s --enforcer.recovery-limits 100 --enforcer.pause-max-total 40s",
             "--format",
             "json",
             "--chart",

@@ -40,6 +40,7 @@ fn experiment(args: ExperimentArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = ex::check_serve_args(&serve_words) {
         return refused(&e);
     }
+    let serve_words = ex::with_default_serve_args(&serve_words);
     let plan = (|| -> anyhow::Result<ex::ExperimentPlan> {
         let plan = ex::ExperimentPlan {
             fio: split_command("--fio-cmd", fio_cmd)?,

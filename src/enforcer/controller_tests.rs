@@ -195,7 +195,7 @@ fn with_memory_off_a_recovery_starts_from_the_breach_and_leaves_the_memory_as_it
 #[test]
 fn a_lever_that_made_p99_worse_is_not_used_again_on_this_cluster_for_30_days() {
     let mut p = policy();
-    p.ladder.recovery_limits = vec![100];
+    p.ladder.recovery_limits = vec![super::policy::RecoveryLimit::Iops(100)];
     let mut sim = Sim::new(p);
     // Recovery 1: rung 1, then the limit, which makes p99 worse: taken back on the way up.
     sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60);

@@ -11,9 +11,9 @@ use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::Want;
 use super::event::{DecisionEvent, DecisionRecord};
 use super::lever::{self, AtRung};
-use super::observation::{IopsLimit, Observation, OpQueue};
+use super::observation::{LimitGate, Observation, OpQueue};
 use super::pause::{pause_step, PauseInput, PauseState};
-use super::policy::{LadderPolicy, Policy};
+use super::policy::{LadderPolicy, LimitUnit, Policy, RecoveryLimit};
 use super::state::{ActionKind, EnforcerState, Held, Hurt, Watch};
 use super::types::{Change, Time};
 use crate::units::{fmt_ms, fmt_secs};
@@ -21,8 +21,8 @@ use crate::units::{fmt_ms, fmt_secs};
 type DecisionNotes = Vec<DecisionRecord>;
 
 pub use super::types::{
-    above_rung1_keys, rung2_keys, same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM,
-    MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
+    above_rung1_keys, rung2_keys, same_setting, MCLOCK_BEST_EFFORT_LIM, MCLOCK_PROFILE_KEY,
+    MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
 };
 /// A rung whose p99 is this much above the p99 that led to it made things worse.
 const WORSE: f64 = 1.2;
@@ -30,7 +30,7 @@ const WORSE: f64 = 1.2;
 /// Whether `key` is a recovery limit the enforcer holds and also told the running OSDs: going
 /// back unsets it there too, whatever the config database says already.
 pub(super) fn pushed_and_held(state: &EnforcerState, key: &str) -> bool {
-    [MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES].contains(&key)
+    super::types::MCLOCK_PUSHED.contains(&key)
         && state
             .applied
             .as_ref()
@@ -169,8 +169,9 @@ fn steps(policy: &Policy, q: &OpQueue) -> usize {
     }
 }
 
-/// Whether the OSDs' versions decide anything at `rung`: rung 2 under mClock (an IOPS limit, as
-/// only Pacific reads it) may come next (rung 1) or is held (rung 2).
+/// Whether the OSDs' versions decide anything at `rung`: rung 2 under mClock (limits in IOPS or
+/// in shares of capacity, each read so by some releases only) may come next (rung 1) or is held
+/// (rung 2).
 pub fn versions_matter(policy: &Policy, q: &OpQueue, rung: u8) -> bool {
     *q == OpQueue::Mclock
         && matches!(rung, 1 | 2)
@@ -181,22 +182,50 @@ pub fn versions_matter(policy: &Policy, q: &OpQueue, rung: u8) -> bool {
 /// Values set in the config database, and those pushed to the running OSDs as well.
 pub type RungValues = (BTreeMap<String, String>, Vec<(String, String)>);
 
+/// Whether every OSD reads rung 2's mClock limits in the unit they are configured in.
+fn limit_gate(policy: &Policy, obs: &Observation) -> LimitGate {
+    match policy.ladder.recovery_limits.first() {
+        Some(l) => obs.mclock_limit_gate(l.unit()),
+        None => LimitGate::Reads,
+    }
+}
+
+/// What the configured limits are and what the OSDs would need, for a refusal.
+fn limit_unit_words(policy: &Policy) -> String {
+    let l = &policy.ladder.recovery_limits;
+    let shown: Vec<String> = l.iter().map(ToString::to_string).collect();
+    let (unit, other) = match l.first().map(|x| x.unit()) {
+        Some(LimitUnit::Share) => (
+            LimitUnit::Share,
+            "Pacific and Quincy before 17.2.6 read IOPS (write e.g. --enforcer.recovery-limits 1000,300 for them)",
+        ),
+        _ => (
+            LimitUnit::Iops,
+            "Quincy 17.2.6+ reads a fraction of each OSD's capacity (write e.g. --enforcer.recovery-limits 5%,3% for it)",
+        ),
+    };
+    format!(
+        "its limits --enforcer.recovery-limits {} are {}, while {other}",
+        shown.join(","),
+        unit.describe()
+    )
+}
+
 /// The values rung 2 sets at `step`.
 pub fn rung2_values(policy: &Policy, q: &OpQueue, step: usize) -> Option<RungValues> {
     match q {
         OpQueue::Mclock => {
-            let lim = policy.ladder.recovery_limits.get(step)?.to_string();
-            // The reservation is what recovery gets whatever the limit: down to 1 so the limit
-            // binds (the built-in profiles reserve far more).
-            let values = BTreeMap::from([
-                (MCLOCK_PROFILE_KEY.to_string(), "custom".to_string()),
-                (MCLOCK_RECOVERY_RES.to_string(), "1".to_string()),
-                (MCLOCK_RECOVERY_LIM.to_string(), lim.clone()),
-            ]);
-            let push = vec![
-                (MCLOCK_RECOVERY_RES.to_string(), "1".to_string()),
-                (MCLOCK_RECOVERY_LIM.to_string(), lim),
-            ];
+            let lim = *policy.ladder.recovery_limits.get(step)?;
+            let values = BTreeMap::from_iter(
+                mclock_limit_values(lim)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            );
+            let push = values
+                .iter()
+                .filter(|(k, _)| super::types::MCLOCK_PUSHED.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             Some((values, push))
         }
         OpQueue::Other(_) => {
@@ -210,6 +239,32 @@ pub fn rung2_values(policy: &Policy, q: &OpQueue, step: usize) -> Option<RungVal
             ))
         }
         OpQueue::Mixed | OpQueue::Unknown => None,
+    }
+}
+
+/// What rung 2 under mClock writes for `lim`, in the order it is set: the same values the
+/// experiment's `limit-P` rows measured on each release (docs/enforcer.md, "Each lever on each
+/// release"), so what the table says is what the enforcer does.
+pub fn mclock_limit_values(lim: RecoveryLimit) -> Vec<(&'static str, String)> {
+    let custom = (MCLOCK_PROFILE_KEY, "custom".to_string());
+    match lim {
+        // The reservation is what recovery gets whatever the limit: down to 1 IOPS so the limit
+        // binds (the built-in profiles reserve far more).
+        RecoveryLimit::Iops(_) => vec![
+            custom,
+            (MCLOCK_RECOVERY_RES, "1".to_string()),
+            (MCLOCK_RECOVERY_LIM, lim.value()),
+        ],
+        // `custom` keeps the profile's values it does not name (on Reef `balanced`'s recovery
+        // reservation 0.5, above any limit here): the reservation goes to Ceph's own default
+        // for `custom`, 0, so the limit binds log-based recovery too; backfill runs in the
+        // best-effort class, which has its own limit.
+        RecoveryLimit::Percent(_) => vec![
+            custom,
+            (MCLOCK_RECOVERY_RES, "0".to_string()),
+            (MCLOCK_RECOVERY_LIM, lim.value()),
+            (MCLOCK_BEST_EFFORT_LIM, lim.value()),
+        ],
     }
 }
 
@@ -243,14 +298,15 @@ pub fn rung_name(
                     .get(step)
                     .map_or("?".to_string(), |s| s.to_string())
             ),
-            _ => format!(
-                "rung 2 (custom profile, recovery limit {} IOPS per OSD)",
-                policy
-                    .ladder
-                    .recovery_limits
-                    .get(step)
-                    .map_or("?".to_string(), |l| l.to_string())
-            ),
+            _ => match policy.ladder.recovery_limits.get(step) {
+                Some(l @ RecoveryLimit::Iops(_)) => {
+                    format!("rung 2 (custom profile, recovery limit {l} IOPS per OSD)")
+                }
+                Some(l @ RecoveryLimit::Percent(_)) => format!(
+                    "rung 2 (custom profile, recovery and backfill limits {l} of each OSD's capacity)"
+                ),
+                None => "rung 2 (custom profile, recovery limit ?)".to_string(),
+            },
         },
         LEVER_RUNG => lever::lever_name(None),
         _ => match share {
@@ -292,11 +348,17 @@ pub fn describe(policy: &Policy) -> String {
         let mclock = if l.recovery_limits.is_empty() {
             "none under mClock (--enforcer.recovery-limits none)".to_string()
         } else {
+            let unit = match l.recovery_limits.first().map(|x| x.unit()) {
+                Some(LimitUnit::Share) => {
+                    "of capacity, recovery and backfill (custom profile, Quincy 17.2.6+ OSDs only)"
+                }
+                _ => "IOPS (custom profile, Pacific OSDs only)",
+            };
             format!(
-                "recovery limit {} IOPS (custom profile, Pacific OSDs only)",
+                "recovery limit {} {unit}",
                 l.recovery_limits
                     .iter()
-                    .map(u32::to_string)
+                    .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join("/")
             )
@@ -585,15 +647,17 @@ pub(super) fn climb(
         }
     }
     let name = rung_name(policy, q, l.rung, l.step, None);
-    // An OSD that now runs another release (an upgrade under way) must not keep an IOPS limit.
+    // An OSD that now runs another release (an upgrade under way) must not keep a limit it
+    // reads in another unit.
     if l.rung == 2 && versions_matter(policy, q, l.rung) {
-        if let IopsLimit::Refused(why) = obs.mclock_iops_limit() {
+        if let LimitGate::Refused(why) = limit_gate(policy, obs) {
             next.ladder.limit_hurt = true;
             let mut w = Want::new(
                 ActionKind::Descend,
                 down_to_rung1(policy, state, obs),
                 format!(
-                    "{name} taken back: {why}; its limit is in IOPS, as only Pacific (16.2) reads it; the ladder goes on from rung 1 without it"
+                    "{name} taken back: {why}; {}; the ladder goes on from rung 1 without it",
+                    limit_unit_words(policy)
                 ),
             );
             w.rung = Some((1, 0));
@@ -645,33 +709,45 @@ pub(super) fn climb(
             });
         }
         next.ladder.entered_p99 = Some(p99);
-        // Rung 2 under mClock writes a number of IOPS, which only Pacific reads so.
+        // Rung 2's mClock limits mean what they say only to the releases that read their unit.
         let gate = if l.rung == 1 && !l.limit_hurt && versions_matter(policy, q, l.rung) {
-            obs.mclock_iops_limit()
+            limit_gate(policy, obs)
         } else {
-            IopsLimit::Pacific
+            LimitGate::Reads
         };
         let refused = match gate {
-            IopsLimit::Pacific => None,
-            IopsLimit::Refused(why) => Some(why),
-            IopsLimit::Unknown(why) => {
+            LimitGate::Reads => None,
+            LimitGate::Refused(why) => Some(why),
+            LimitGate::Unknown(why) => {
                 // Not a reason for the stronger pause: ask again next cycle.
                 ctx.note_once(next, notes, "limit_wait", DecisionEvent::LadderWait, || {
                     format!(
-                        "{}rung 2 (recovery limit) waits: {why}; its limit is written in IOPS, as only Pacific (16.2) reads it, so {name} is held until the versions are read",
-                        observe_prefix(policy)
+                        "{}rung 2 (recovery limit) waits: {why}; its limits mean {} only to some releases, so {name} is held until the versions are read",
+                        observe_prefix(policy),
+                        policy
+                            .ladder
+                            .recovery_limits
+                            .first()
+                            .map_or("IOPS", |l| l.unit().describe())
                     )
                 });
                 return None;
             }
         };
         if let Some(why) = &refused {
-            ctx.note_once(next, notes, "limit_refused", DecisionEvent::LadderSkip, || {
-                format!(
-                    "{}rung 2 (recovery limit) skipped: {why}; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
-                    observe_prefix(policy)
-                )
-            });
+            ctx.note_once(
+                next,
+                notes,
+                "limit_refused",
+                DecisionEvent::LadderSkip,
+                || {
+                    format!(
+                        "{}rung 2 (recovery limit) skipped: {why}; {}",
+                        observe_prefix(policy),
+                        limit_unit_words(policy)
+                    )
+                },
+            );
         }
         match up(
             policy,

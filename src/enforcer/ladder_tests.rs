@@ -579,7 +579,7 @@ fn mixed_or_unknown_op_queues_do_not_jump_to_the_pause() {
 #[test]
 fn a_recovery_limit_that_made_p99_worse_is_taken_back_on_the_way_to_the_pause() {
     let mut p = policy();
-    p.ladder.recovery_limits = vec![100];
+    p.ladder.recovery_limits = vec![super::policy::RecoveryLimit::Iops(100)];
     let mut sim = Sim::new(p);
     // Rung 1 leaves 328 ms; rung 2 (the custom limit) makes it 810 ms, as on the lab.
     sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60);
@@ -652,11 +652,15 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
         .all(|c| c.key != MCLOCK_RECOVERY_LIM && c.key != MCLOCK_RECOVERY_RES));
     let skips: Vec<&str> = messages(&sim, "LADDER_SKIP");
     // Rung 3 needs the PG states, which this observation has none of: the pause follows.
-    assert_eq!(
-        skips,
-        ["rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy; its limit is written in IOPS, as Pacific (16.2) reads it, while Quincy 17.2.6+ reads a fraction of each OSD's capacity",
-         "rung 3 (backfill lever) skipped: cannot see which PGs backfill (the PG states and the OSD map were not read); the ladder goes on to the pause (rung 4)"]
+    assert_eq!(skips.len(), 2, "{skips:?}");
+    // Which OSDs read the limit otherwise, and how to write it for them.
+    assert!(
+        skips[0].starts_with("rung 2 (recovery limit) skipped: 2 OSDs run 17.2.6 quincy (reading a fraction of each OSD's capacity)")
+            && skips[0].ends_with("(write e.g. --enforcer.recovery-limits 5%,3% for it)"),
+        "{}",
+        skips[0]
     );
+    assert_eq!(skips[1], "rung 3 (backfill lever) skipped: cannot see which PGs backfill (the PG states and the OSD map were not read); the ladder goes on to the pause (rung 4)");
     let esc = sim
         .notes
         .iter()
@@ -670,6 +674,104 @@ fn osds_not_on_pacific_skip_the_iops_limit_and_go_from_rung_1_to_the_pause() {
                 .ends_with("escalating to rung 4 (pause nobackfill+norecover 80% of each 60 s) (p99 10.9x the bound: 80% instead of 30%)"),
         "{}",
         esc.message
+    );
+}
+
+const REEF: &str = "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)";
+
+/// The settings rung 2 leaves in the config database, by key.
+fn rung2_configured(sim: &Sim) -> Vec<(&'static str, Option<String>)> {
+    [
+        MCLOCK_PROFILE_KEY,
+        MCLOCK_RECOVERY_RES,
+        MCLOCK_RECOVERY_LIM,
+        super::types::MCLOCK_BEST_EFFORT_LIM,
+    ]
+    .into_iter()
+    .map(|k| (k, sim.configured.get(k).cloned().flatten()))
+    .collect()
+}
+
+#[test]
+fn on_reef_rung_2_writes_shares_of_capacity_steps_them_down_and_gives_them_back() {
+    let mut p = policy();
+    p.ladder.recovery_limits = vec![RecoveryLimit::Percent(5), RecoveryLimit::Percent(3)];
+    let mut sim = Sim::new(p);
+    let reef = |obs: Observation| Observation {
+        osd_versions: osd_versions(&[(REEF, 4)]),
+        ..obs
+    };
+    // Throttle after 15 minutes, then rung 2's two steps 5 minutes apart.
+    let actions = sim.run(&reef(recovering(350.0)), 15 * 60 + 15 + 2 * 5 * 60);
+    assert_eq!(
+        kinds(&actions),
+        vec![
+            ActionKind::Throttle,
+            ActionKind::Escalate,
+            ActionKind::Escalate
+        ]
+    );
+    assert_eq!((sim.state.ladder.rung, sim.state.ladder.step), (2, 1));
+    // What the lever table measured as limit-3 on Reef: custom, the recovery reservation at
+    // custom's own 0 (balanced's 0.5 would be served whatever the limit), recovery and
+    // best-effort (backfill) limits at 3% of each OSD's capacity, told to the running OSDs.
+    assert_eq!(
+        rung2_configured(&sim),
+        vec![
+            (MCLOCK_PROFILE_KEY, Some("custom".into())),
+            (MCLOCK_RECOVERY_RES, Some("0".into())),
+            (MCLOCK_RECOVERY_LIM, Some("0.03".into())),
+            (super::types::MCLOCK_BEST_EFFORT_LIM, Some("0.03".into())),
+        ]
+    );
+    assert!(actions[1].push.contains(&(
+        super::types::MCLOCK_BEST_EFFORT_LIM.to_string(),
+        "0.05".to_string()
+    )));
+    // No OSD ever read a number of IOPS as a share: every limit written is a fraction.
+    assert!(sim
+        .actions
+        .iter()
+        .flat_map(|(_, a)| &a.changes)
+        .filter(|c| c.key.ends_with("_lim"))
+        .all(|c| c
+            .to
+            .as_deref()
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0 && v <= 1.0)));
+    assert!(messages(&sim, "LADDER_SKIP").is_empty());
+    // Recovery over: everything back as the operator had it (balanced, the rest unset).
+    sim.run(&reef(finished()), 6 * 60);
+    assert_eq!(
+        rung2_configured(&sim),
+        vec![
+            (MCLOCK_PROFILE_KEY, Some("balanced".into())),
+            (MCLOCK_RECOVERY_RES, None),
+            (MCLOCK_RECOVERY_LIM, None),
+            (super::types::MCLOCK_BEST_EFFORT_LIM, None),
+        ]
+    );
+}
+
+#[test]
+fn shares_are_not_written_to_pacific_osds_which_would_read_them_as_iops() {
+    let mut p = policy();
+    p.ladder.recovery_limits = vec![RecoveryLimit::Percent(5)];
+    let mut sim = Sim::new(p);
+    // `recovering` reports Pacific on every OSD.
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_ne!(sim.state.ladder.rung, 2);
+    assert!(sim
+        .actions
+        .iter()
+        .flat_map(|(_, a)| &a.changes)
+        .all(|c| !c.key.ends_with("_lim") && !c.key.ends_with("_res")));
+    let skips = messages(&sim, "LADDER_SKIP");
+    assert!(
+        skips.first().is_some_and(|s| s
+            .contains("4 OSDs run 16.2.15 pacific (reading IOPS per OSD)")
+            && s.contains("--enforcer.recovery-limits 1000,300")),
+        "{skips:?}"
     );
 }
 
@@ -737,7 +839,7 @@ fn an_upgrade_under_way_takes_the_limit_back_and_the_ladder_goes_on_without_it()
     assert_eq!(kinds(&actions), vec![ActionKind::Descend]);
     assert!(
         actions[0].reason.starts_with(
-            "rung 2 (custom profile, recovery limit 1000 IOPS per OSD) taken back: 2 OSDs run 17.2.6 quincy;"
+            "rung 2 (custom profile, recovery limit 1000 IOPS per OSD) taken back: 2 OSDs run 17.2.6 quincy ("
         ),
         "{}",
         actions[0].reason
@@ -816,7 +918,7 @@ fn with_max_rung_2_a_refused_limit_holds_rung_1_and_says_so() {
 #[test]
 fn restore_lists_only_the_keys_that_change() {
     let mut p = policy();
-    p.ladder.recovery_limits = vec![100];
+    p.ladder.recovery_limits = vec![super::policy::RecoveryLimit::Iops(100)];
     let mut sim = Sim::new(p);
     sim.run(&recovering(328.0), 15 * 60 + 15 + 5 * 60);
     sim.run(&recovering(810.0), 5 * 60);

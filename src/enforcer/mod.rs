@@ -1260,8 +1260,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         // A recovery limit the OSDs were told at runtime goes before the profile changes back:
         // the profile (or the config database) then sets their values again.
         for c in &action.changes {
-            let pushed = [ladder::MCLOCK_RECOVERY_LIM, ladder::MCLOCK_RECOVERY_RES];
-            if pushed.contains(&c.key.as_str()) && !action.push.iter().any(|(k, _)| *k == c.key) {
+            if types::MCLOCK_PUSHED.contains(&c.key.as_str())
+                && !action.push.iter().any(|(k, _)| *k == c.key)
+            {
                 self.may_send()?;
                 if let Err(e) = self.actor.unpush(&c.key).await {
                     tracing::warn!(target: "decision", error = %e, "ceph tell osd.* config unset {} failed for some OSDs; they drop it when they restart", c.key);

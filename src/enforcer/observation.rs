@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::ceph::parse::pgs::UndersizedPgs;
 use crate::ceph::parse::pools::Pool;
 use crate::ceph::parse::status::{ClusterStatus, RecoveryCounts};
-use crate::ceph::parse::versions::OsdVersion;
+use crate::ceph::parse::versions::{LimitUnit, OsdVersion};
 use crate::collect::safety::{self, pool_safety, PgSafety};
 use crate::collect::Snapshot;
 
@@ -97,12 +97,14 @@ impl BackfillView {
     }
 }
 
-/// Whether rung 2's mClock recovery limit may be written: it is a number of IOPS, which only
-/// Pacific (16.2) reads as such; Quincy 17.2.6+ and later read a fraction of each OSD's capacity.
+/// Whether rung 2's mClock limits may be written in the unit they are configured in: IOPS mean
+/// IOPS only to Pacific (and Quincy before 17.2.6); from Quincy 17.2.6 on a limit is a fraction
+/// of each OSD's capacity (300 would be 300 times it, 0.03 on Pacific a thirtieth of an IOPS).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IopsLimit {
-    Pacific,
-    /// Some OSD runs another release (or a version this program cannot read): which.
+pub enum LimitGate {
+    /// Every OSD reads them so.
+    Reads,
+    /// Some OSD reads another unit (or runs a version this program cannot read): which.
     Refused(String),
     /// Not known now (`ceph versions` failed, or no OSD reports one): why. Asked again next cycle.
     Unknown(String),
@@ -121,30 +123,33 @@ impl Observation {
         .running()
     }
 
-    /// See [`IopsLimit`].
-    pub fn mclock_iops_limit(&self) -> IopsLimit {
+    /// See [`LimitGate`].
+    pub fn mclock_limit_gate(&self, unit: LimitUnit) -> LimitGate {
         let versions = match &self.osd_versions {
             Err(e) => {
-                return IopsLimit::Unknown(format!("the OSDs' Ceph versions are not known ({e})"))
+                return LimitGate::Unknown(format!("the OSDs' Ceph versions are not known ({e})"))
             }
             Ok(v) if v.is_empty() => {
-                return IopsLimit::Unknown("no OSD reports its Ceph version".to_string())
+                return LimitGate::Unknown("no OSD reports its Ceph version".to_string())
             }
             Ok(v) => v,
         };
         let others: Vec<String> = versions
             .iter()
-            .filter(|(v, _)| v.major != Some(16))
+            .filter(|(v, _)| v.mclock_limit_unit() != Some(unit))
             .map(|(v, n)| {
-                format!("{n} OSDs run {} {}", v.version, v.release)
-                    .trim_end()
-                    .to_string()
+                let reads = match v.mclock_limit_unit() {
+                    Some(u) => format!("reading {}", u.describe()),
+                    None => "a version this program cannot read".to_string(),
+                };
+                let who = format!("{n} OSDs run {} {}", v.version, v.release);
+                format!("{} ({reads})", who.trim_end())
             })
             .collect();
         if others.is_empty() {
-            IopsLimit::Pacific
+            LimitGate::Reads
         } else {
-            IopsLimit::Refused(others.join(", "))
+            LimitGate::Refused(others.join(", "))
         }
     }
 

@@ -9,12 +9,13 @@ use super::effect::{
     Refused,
 };
 use super::event::{DecisionEvent, DecisionRecord};
-use super::ladder::{same_setting, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES};
+use super::ladder::{same_setting, MCLOCK_PROFILE_KEY};
 use super::observation::Observation;
 use super::pause::{PauseState, PAUSE_FLAGS};
 use super::policy::{Mode, Policy};
 use super::state::{ActionKind, Applied, EnforcerState, Phase, Retry};
 use super::types::Time;
+use super::types::MCLOCK_PUSHED;
 use crate::backfill::{BalancerStep, Forget, Trim};
 use crate::ceph::caps;
 use crate::ceph::ops::Missing;
@@ -1005,8 +1006,8 @@ pub fn by_hand(effect: &Effect) -> Vec<String> {
             let mut cmds = Vec::new();
             for c in &action.changes {
                 // A value told to the running OSDs goes first, as the loop does it.
-                let pushed = [MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES];
-                if pushed.contains(&c.key.as_str()) && !action.push.iter().any(|(k, _)| *k == c.key)
+                if MCLOCK_PUSHED.contains(&c.key.as_str())
+                    && !action.push.iter().any(|(k, _)| *k == c.key)
                 {
                     cmds.push(format!("ceph tell 'osd.*' config unset {}", c.key));
                 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use crate::ceph::parse::versions::LimitUnit;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -180,9 +182,9 @@ pub struct LadderPolicy {
     pub ops_per_pg: u32,
     /// How long a rung (or step) is held before its effect is judged, up or down.
     pub settle: Duration,
-    /// Rung 2 under mClock: `custom` profile with osd_mclock_scheduler_background_recovery_lim
-    /// (IOPS per OSD) at each of these in turn.
-    pub recovery_limits: Vec<u32>,
+    /// Rung 2 under mClock: `custom` profile with the background limits at each of these in
+    /// turn, all in one unit (IOPS for Pacific, shares of capacity for Quincy 17.2.6+).
+    pub recovery_limits: Vec<RecoveryLimit>,
     /// Rung 2 without mClock (wpq): osd_recovery_sleep (seconds) at each of these in turn, with
     /// osd_recovery_max_active 1.
     pub recovery_sleeps: Vec<f64>,
@@ -194,6 +196,43 @@ pub struct LadderPolicy {
     /// the same windows, so steering to the bound itself left clients just over it.
     pub aim: f64,
     pub pause: super::pause::PausePolicy,
+}
+
+/// One step of rung 2 under mClock, in the unit the OSDs' release reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum RecoveryLimit {
+    /// `osd_mclock_scheduler_background_recovery_lim` in IOPS per OSD (Pacific).
+    Iops(u32),
+    /// The background recovery and best-effort (backfill) limits at this percentage of each
+    /// OSD's capacity (Quincy 17.2.6 on: `osd_mclock_scheduler_*_lim` 0.03 for 3).
+    Percent(u8),
+}
+
+impl RecoveryLimit {
+    pub fn unit(self) -> LimitUnit {
+        match self {
+            RecoveryLimit::Iops(_) => LimitUnit::Iops,
+            RecoveryLimit::Percent(_) => LimitUnit::Share,
+        }
+    }
+
+    /// The value written to the config database.
+    pub fn value(self) -> String {
+        match self {
+            RecoveryLimit::Iops(n) => n.to_string(),
+            RecoveryLimit::Percent(p) => format!("{:.2}", f64::from(p) / 100.0),
+        }
+    }
+}
+
+impl fmt::Display for RecoveryLimit {
+    /// As the operator writes it: `300` (IOPS) or `3%`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecoveryLimit::Iops(n) => write!(f, "{n}"),
+            RecoveryLimit::Percent(p) => write!(f, "{p}%"),
+        }
+    }
 }
 
 impl Default for LadderPolicy {

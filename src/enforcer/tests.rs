@@ -33,7 +33,9 @@ pub(crate) fn slow_policy() -> Policy {
         min_interval: Duration::from_secs(300),
         ladder: LadderPolicy {
             settle: Duration::from_secs(300),
-            recovery_limits: vec![1000, 300, 100],
+            recovery_limits: [1000, 300, 100]
+                .map(super::policy::RecoveryLimit::Iops)
+                .to_vec(),
             ..d.ladder.clone()
         },
         ..d

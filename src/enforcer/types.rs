@@ -5,6 +5,16 @@ use serde::Serialize;
 pub const MCLOCK_PROFILE_KEY: &str = "osd_mclock_profile";
 pub const MCLOCK_RECOVERY_LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
 pub const MCLOCK_RECOVERY_RES: &str = "osd_mclock_scheduler_background_recovery_res";
+/// Backfill's mClock class from Quincy 17.2.6 on: rung 2 in shares limits it with recovery's.
+pub const MCLOCK_BEST_EFFORT_LIM: &str = "osd_mclock_scheduler_background_best_effort_lim";
+/// The keys rung 2 under mClock also tells the running OSDs (Pacific keeps a built-in profile's
+/// values over the config database's until restart; newer releases take them either way, so
+/// one way for all); going back unsets them there.
+pub const MCLOCK_PUSHED: [&str; 3] = [
+    MCLOCK_RECOVERY_LIM,
+    MCLOCK_RECOVERY_RES,
+    MCLOCK_BEST_EFFORT_LIM,
+];
 pub const RECOVERY_SLEEP: &str = "osd_recovery_sleep";
 pub const RECOVERY_MAX_ACTIVE: &str = "osd_recovery_max_active";
 /// How many recovery ops a PG starts at once (Pacific's default 1): the backfill lever's second
@@ -15,10 +25,11 @@ pub const SINGLE_START_DEFAULT: u32 = 1;
 
 /// Every key rung 2 may set, for reading the config database (here, not in `ladder`, so that
 /// `lever`, which `ladder` imports, can tell whether rung 2 is in force).
-pub fn rung2_keys() -> [&'static str; 4] {
+pub fn rung2_keys() -> [&'static str; 5] {
     [
         MCLOCK_RECOVERY_LIM,
         MCLOCK_RECOVERY_RES,
+        MCLOCK_BEST_EFFORT_LIM,
         RECOVERY_SLEEP,
         RECOVERY_MAX_ACTIVE,
     ]
@@ -27,9 +38,9 @@ pub fn rung2_keys() -> [&'static str; 4] {
 /// Every key above rung 1 the enforcer may hold: rung 2's and the backfill lever's ops per PG.
 /// Each goes back to the operator's value when the rung that set it no longer holds (SUSPEND,
 /// down to rung 1, the lever ended).
-pub fn above_rung1_keys() -> [&'static str; 5] {
-    let [a, b, c, d] = rung2_keys();
-    [a, b, c, d, RECOVERY_MAX_SINGLE_START]
+pub fn above_rung1_keys() -> [&'static str; 6] {
+    let [a, b, c, d, e] = rung2_keys();
+    [a, b, c, d, e, RECOVERY_MAX_SINGLE_START]
 }
 
 /// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text

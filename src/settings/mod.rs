@@ -29,8 +29,8 @@ use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
 
 pub use values::{
-    parse_levers, ByteSize, HumanDuration, IopsLimits, LatencySource, ListenAddress, LogFormat,
-    LogLevel, ServeMode,
+    parse_levers, ByteSize, HumanDuration, LatencySource, ListenAddress, LogFormat, LogLevel,
+    RecoveryLimits, ServeMode,
 };
 
 /// Flags that are not settings of the file: `--config.file` names the file itself.
@@ -422,14 +422,14 @@ declare_settings! {
             default(HumanDuration(LadderPolicy::default().settle) => "1m"),
             note: "at least the enforcer's latency window",
         }
-        recovery_limits: IopsLimits {
+        recovery_limits: RecoveryLimits {
             flag: "enforcer.recovery-limits",
             key: "recovery_limits",
-            value_name: "IOPS,...",
-            help: "Rung 2 under mClock: custom profile with the background-recovery limit (IOPS per OSD) at each of these in turn; none (default): no limit rung, as it made p99 worse on Pacific in every lab run",
-            default(IopsLimits(LadderPolicy::default().recovery_limits) => "none"),
+            value_name: "LIMIT,...",
+            help: "Rung 2 under mClock: custom profile with the background limits at each of these in turn, in the unit the OSDs read: IOPS per OSD on Pacific (1000,300,100: the recovery limit), percent of each OSD's capacity on Quincy 17.2.6+ (5%,3%: the recovery and backfill limits); none (default): no limit rung",
+            default(RecoveryLimits(LadderPolicy::default().recovery_limits) => "none"),
             check: check_recovery_limits,
-            note: "each lower than the one before, or none; in the file a list",
+            note: "each lower than the one before, all IOPS (Pacific) or all percentages (5%,3%: Quincy 17.2.6+), or none; in the file a list",
         }
         recovery_sleeps: Vec<f64> {
             flag: "enforcer.recovery-sleeps",
@@ -711,10 +711,25 @@ fn check_max_rung(max_rung: &u8) -> Result<(), String> {
     Ok(())
 }
 
-fn check_recovery_limits(limits: &IopsLimits) -> Result<(), String> {
+fn check_recovery_limits(limits: &RecoveryLimits) -> Result<(), String> {
+    use crate::enforcer::policy::RecoveryLimit;
     let limits = &limits.0;
-    if limits.contains(&0) || limits.windows(2).any(|w| w[1] >= w[0]) {
-        return Err(format!("recovery_limits {limits:?} must be IOPS above 0, each lower than the one before (e.g. 1000,300,100); empty skips the limit rung under mClock"));
+    let shown: Vec<String> = limits.iter().map(ToString::to_string).collect();
+    let shown = shown.join(",");
+    if limits.windows(2).any(|w| w[0].unit() != w[1].unit()) {
+        return Err(format!("recovery_limits {shown} mixes IOPS and percentages: write IOPS for Pacific OSDs (e.g. 1000,300,100) or percentages of capacity for Quincy 17.2.6+ (e.g. 5%,3%), not both"));
+    }
+    let out_of_range = limits.iter().any(|l| match l {
+        RecoveryLimit::Iops(n) => *n == 0,
+        RecoveryLimit::Percent(p) => !(1..=100).contains(p),
+    });
+    let rising = limits.windows(2).any(|w| match (w[0], w[1]) {
+        (RecoveryLimit::Iops(a), RecoveryLimit::Iops(b)) => b >= a,
+        (RecoveryLimit::Percent(a), RecoveryLimit::Percent(b)) => b >= a,
+        _ => false,
+    });
+    if out_of_range || rising {
+        return Err(format!("recovery_limits {shown} must be IOPS above 0 (e.g. 1000,300,100) or percentages from 1% to 100% (e.g. 5%,3%), each lower than the one before; none skips the limit rung under mClock"));
     }
     Ok(())
 }

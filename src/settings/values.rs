@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
+use crate::enforcer::policy::RecoveryLimit;
+
 /// A duration written like `15s`, `5m`, `1h30m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
@@ -197,27 +199,52 @@ impl std::str::FromStr for LatencySource {
     }
 }
 
-/// Rung 2's recovery limits under mClock, IOPS per OSD, each lower than the one before:
-/// `1000,300,100`, or `none` (the default: no limit rung; in the file an empty list).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+/// Rung 2's limits under mClock, each lower than the one before, in one unit: IOPS per OSD
+/// (`1000,300,100`, Pacific) or percentages of each OSD's capacity (`5%,3%`, Quincy 17.2.6+);
+/// `none` (the default: no limit rung; in the file an empty list).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(transparent)]
-pub struct IopsLimits(pub Vec<u32>);
+pub struct RecoveryLimits(pub Vec<RecoveryLimit>);
 
-impl std::str::FromStr for IopsLimits {
+impl<'de> Deserialize<'de> for RecoveryLimit {
+    /// A number is IOPS (`[500, 50]`), a string is either (`["5%", "3%"]`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Iops(u32),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Iops(n) => Ok(RecoveryLimit::Iops(n)),
+            Raw::Text(t) => parse_recovery_limit(&t).map_err(de::Error::custom),
+        }
+    }
+}
+
+fn parse_recovery_limit(p: &str) -> Result<RecoveryLimit, String> {
+    let p = p.trim();
+    if let Some(pct) = p.strip_suffix('%') {
+        return pct.trim().parse::<u8>().map(RecoveryLimit::Percent).map_err(|_| {
+            format!("{p:?} is not a whole percentage of each OSD's capacity; expected e.g. 5%,3% (Quincy 17.2.6+), 1000,300,100 (IOPS, Pacific), or none")
+        });
+    }
+    p.parse::<u32>().map(RecoveryLimit::Iops).map_err(|_| {
+        format!("{p:?} is neither a number of IOPS nor a percentage; expected e.g. 1000,300,100 (IOPS, Pacific), 5%,3% (of each OSD's capacity, Quincy 17.2.6+), or none")
+    })
+}
+
+impl std::str::FromStr for RecoveryLimits {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
         if t.is_empty() || t == "none" {
-            return Ok(IopsLimits(Vec::new()));
+            return Ok(RecoveryLimits(Vec::new()));
         }
         t.split(',')
-            .map(|p| {
-                p.trim().parse::<u32>().map_err(|_| {
-                    format!("{p:?} is not a number of IOPS; expected e.g. 1000,300,100, or none")
-                })
-            })
+            .map(parse_recovery_limit)
             .collect::<Result<_, _>>()
-            .map(IopsLimits)
+            .map(RecoveryLimits)
     }
 }
 

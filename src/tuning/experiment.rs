@@ -82,9 +82,10 @@ pub enum Level {
     /// `osd_mclock_override_recovery_settings true` and `osd_max_backfills N`: honoured from
     /// Quincy 17.2.6 on (Pacific's mClock forces 1000 and has no override).
     Backfills(u8),
-    /// The `custom` profile with background recovery and best-effort (backfill) limits at this
-    /// percentage of each OSD's capacity: mClock's units from Quincy 17.2.6 on (Pacific reads
-    /// IOPS, so the row refuses there).
+    /// The `custom` profile with the background recovery reservation at 0 and the recovery and
+    /// best-effort (backfill) limits at this percentage of each OSD's capacity: mClock's units
+    /// from Quincy 17.2.6 on (Pacific reads IOPS, so the row refuses there); the enforcer's rung
+    /// 2 with `--enforcer.recovery-limits P%`.
     Limit(u8),
 }
 
@@ -97,17 +98,11 @@ impl Level {
                 ("osd_mclock_override_recovery_settings", "true".to_string()),
                 ("osd_max_backfills", n.to_string()),
             ],
-            Level::Limit(pct) => {
-                let share = format!("{:.2}", f64::from(pct) / 100.0);
-                vec![
-                    (PROFILE, "custom".to_string()),
-                    (
-                        "osd_mclock_scheduler_background_recovery_lim",
-                        share.clone(),
-                    ),
-                    ("osd_mclock_scheduler_background_best_effort_lim", share),
-                ]
-            }
+            // Exactly what the enforcer's rung 2 writes for `--enforcer.recovery-limits P%`, so
+            // the row measures the enforcer's lever.
+            Level::Limit(pct) => crate::enforcer::ladder::mclock_limit_values(
+                crate::enforcer::policy::RecoveryLimit::Percent(pct),
+            ),
         }
     }
 
@@ -499,6 +494,25 @@ const OWN_SERVE_FLAGS: [(&str, &str); 11] = [
     ("--ceph-name", "give the experiment's --ceph-name"),
     ("--ceph-keyring", "give the experiment's --ceph-keyring"),
 ];
+
+/// The enforced row's `serve` flags: [`DEFAULT_SERVE_ARGS`] (timings for 10-s windows) with
+/// `words` after them, a default left out where `words` gives the same flag, so that
+/// `--serve-args '--enforcer.recovery-limits 3%'` adds to the timings instead of dropping them.
+pub fn with_default_serve_args(words: &[String]) -> Vec<String> {
+    let given: Vec<&str> = words
+        .iter()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.split_once('=').map_or(w.as_str(), |(f, _)| f))
+        .collect();
+    let defaults: Vec<&str> = DEFAULT_SERVE_ARGS.split_whitespace().collect();
+    defaults
+        .chunks(2)
+        .filter(|pair| !given.contains(&pair[0]))
+        .flatten()
+        .map(|w| w.to_string())
+        .chain(words.iter().cloned())
+        .collect()
+}
 
 /// Refuses `--serve-args` that set what the experiment sets.
 pub fn check_serve_args(words: &[String]) -> Result<(), String> {

@@ -114,6 +114,12 @@ fn versions_config_and_counters() {
                 .all(|k| k.release == release && k.major == Some(major)),
             "{ctx}: {v:?}"
         );
+        // Both read mClock limits as shares of capacity: rung 2 writes `5%`, not IOPS, to them.
+        assert!(
+            v.keys()
+                .all(|k| k.mclock_limit_unit() == Some(versions::LimitUnit::Share)),
+            "{ctx}: {v:?}"
+        );
         config_dump::parse(&read("ceph_config_dump.json")).unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let profile =
             config_value::parse_plain(&read("ceph_config_get_osd_osd_mclock_profile.json"))

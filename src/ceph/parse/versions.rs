@@ -70,10 +70,60 @@ pub fn version_line(line: &str) -> OsdVersion {
     }
 }
 
+/// What an mClock reservation or limit (`osd_mclock_scheduler_*_res` / `_lim`) means to an OSD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum LimitUnit {
+    /// IOPS per OSD: Pacific (16.2) and Quincy before 17.2.6.
+    Iops,
+    /// A fraction of the OSD's measured capacity (0.0 to 1.0): Quincy 17.2.6 on.
+    Share,
+}
+
+impl LimitUnit {
+    pub fn describe(self) -> &'static str {
+        match self {
+            LimitUnit::Iops => "IOPS per OSD",
+            LimitUnit::Share => "a fraction of each OSD's capacity",
+        }
+    }
+}
+
+impl OsdVersion {
+    /// The unit this OSD reads mClock limits in; None when its version cannot be read.
+    pub fn mclock_limit_unit(&self) -> Option<LimitUnit> {
+        let mut nums = self
+            .version
+            .split(['.', '-'])
+            .take(3)
+            .map(|n| n.parse::<u32>().ok());
+        let (major, minor, patch) = (nums.next()??, nums.next()??, nums.next()??);
+        Some(if (major, minor, patch) >= (17, 2, 6) {
+            LimitUnit::Share
+        } else {
+            LimitUnit::Iops
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ceph::parse::test_support::{fixture, hostile_inputs};
+
+    #[test]
+    fn quincy_17_2_6_and_later_read_mclock_limits_as_shares() {
+        let unit = |v: &str| {
+            version_line(&format!("ceph version {v} (abc) x (stable)")).mclock_limit_unit()
+        };
+        assert_eq!(unit("16.2.15"), Some(LimitUnit::Iops));
+        assert_eq!(unit("17.2.5"), Some(LimitUnit::Iops));
+        assert_eq!(unit("17.2.6"), Some(LimitUnit::Share));
+        assert_eq!(unit("17.2.6-123-gabc"), Some(LimitUnit::Share));
+        assert_eq!(unit("18.2.7"), Some(LimitUnit::Share));
+        assert_eq!(unit("20.2.0"), Some(LimitUnit::Share));
+        assert_eq!(unit("garbage"), None);
+        assert_eq!(unit("18"), None);
+    }
 
     #[test]
     fn the_lab_runs_pacific_on_every_osd() {

@@ -1112,6 +1112,10 @@ fn level_rows_name_one_lever_at_one_setting() {
         vec![
             ("osd_mclock_profile", "custom".to_string()),
             (
+                "osd_mclock_scheduler_background_recovery_res",
+                "0".to_string()
+            ),
+            (
                 "osd_mclock_scheduler_background_recovery_lim",
                 "0.05".to_string()
             ),
@@ -1267,6 +1271,18 @@ fn the_enforced_rows_lease_fits_the_experiments_ceph_timeout() {
     assert!(serve_lease_args(Duration::from_secs(10), &[]).is_empty());
     let own = ["--enforcer.lease-duration=2m".to_string()];
     assert!(serve_lease_args(Duration::from_secs(30), &own).is_empty());
+}
+
+#[test]
+fn serve_args_add_to_the_experiments_timings_and_replace_the_same_flag() {
+    let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let all = with_default_serve_args(&words("--enforcer.recovery-limits 3% --enforcer.for=2s"));
+    // Every default timing but the one given, then the given flags.
+    assert_eq!(
+        all,
+        words("--collect.interval 2s --enforcer.latency-window 10s --enforcer.settle 5s --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle 10s --enforcer.pause-period 10s --enforcer.recovery-limits 3% --enforcer.for=2s")
+    );
+    assert_eq!(with_default_serve_args(&[]), words(DEFAULT_SERVE_ARGS));
 }
 
 #[test]
