@@ -21,7 +21,7 @@ use crate::ceph::parse::test_support::fixture;
 use crate::ceph::parse::{pgs, upmap};
 use crate::ceph::CephError;
 
-fn rebalance() -> FakeUpmap {
+pub(super) fn rebalance() -> FakeUpmap {
     FakeUpmap {
         pgs: pgs::parse(&fixture("upmap/20-rebalance.ceph_pg_dump_pgs_brief.json")).unwrap(),
         map: upmap::view(&fixture("upmap/20-rebalance.ceph_osd_dump.json")).unwrap(),
@@ -36,7 +36,7 @@ fn rebalance() -> FakeUpmap {
 
 /// The shipped timings (`for` 30s, 1m window and settle), enforce mode, bound 32 ms; the OSDs
 /// run high_client_ops already (Pacific's default), so rung 1 is no change.
-fn lever_policy() -> Policy {
+pub(super) fn lever_policy() -> Policy {
     Policy {
         mode: Mode::Enforce,
         baseline: BaselineSpec::Fixed(Duration::from_millis(16)),
@@ -47,12 +47,12 @@ fn lever_policy() -> Policy {
 /// A change of the cluster between the OSD map read and a command.
 type ClusterChange = fn(&mut FakeUpmap);
 
-struct LeverSim {
-    policy: Policy,
-    state: EnforcerState,
-    now: Time,
-    cluster: FakeUpmap,
-    notes: Vec<DecisionRecord>,
+pub(super) struct LeverSim {
+    pub(super) policy: Policy,
+    pub(super) state: EnforcerState,
+    pub(super) now: Time,
+    pub(super) cluster: FakeUpmap,
+    pub(super) notes: Vec<DecisionRecord>,
     commands: Vec<String>,
     /// A state write that fails (what `persist_first` then reports).
     store_fails: bool,
@@ -63,7 +63,7 @@ struct LeverSim {
     /// on the lab for a few seconds.
     peer_first: bool,
     /// The config database's `osd` section, as `config set` / `config rm` leave it.
-    config: std::collections::BTreeMap<String, Option<String>>,
+    pub(super) config: std::collections::BTreeMap<String, Option<String>>,
     /// Changes the cluster when a release of a PG it names is about to run, after the OSD map
     /// it was planned from was read (a pool deleted, an OSD purged meanwhile).
     at_release: Option<(upmap::PgId, ClusterChange)>,
@@ -72,7 +72,7 @@ struct LeverSim {
 }
 
 impl LeverSim {
-    fn new(policy: Policy, cluster: FakeUpmap) -> Self {
+    pub(super) fn new(policy: Policy, cluster: FakeUpmap) -> Self {
         LeverSim {
             policy,
             state: EnforcerState::default(),
@@ -110,7 +110,7 @@ impl LeverSim {
         self.view().backfilling()
     }
 
-    fn obs(&self, p99_ms: Option<f64>) -> Observation {
+    pub(super) fn obs(&self, p99_ms: Option<f64>) -> Observation {
         let moving = self.backfilling() as u64;
         Observation {
             p99: p99_ms.map(|p| p / 1000.0),
@@ -126,7 +126,7 @@ impl LeverSim {
     }
 
     /// One cycle: decide, then each effect as the loop runs it.
-    fn step(&mut self, obs: Observation) {
+    pub(super) fn step(&mut self, obs: Observation) {
         let d = decide(&self.policy, &obs, &self.state, self.now);
         self.notes.extend(d.notes.clone());
         self.state = d.next;

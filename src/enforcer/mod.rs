@@ -43,6 +43,8 @@ mod lease_tests;
 #[cfg(test)]
 mod lever_tests;
 #[cfg(test)]
+mod plant_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::collections::BTreeMap;

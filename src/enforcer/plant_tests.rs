@@ -1,0 +1,339 @@
+//! The enforcer on a plant model (issue 35 point 3): a simulated cluster whose client p99 and
+//! recovery follow what the enforcer lets recover, run over many seeds, judged by what a user
+//! sees: the share of 10-s windows within the bound, the recovery time, the settings left
+//! behind. `decide` and `apply_outcome` run as the loop runs them ([`LeverSim`]), with the
+//! experiment's timings (2-s collections, 10-s windows), on the lab's recorded rebalance (19 PGs
+//! backfilling at once, as Pacific's mClock lets them).
+//!
+//! The plant, each 2-s tick:
+//! - recovery throughput saturates with the PGs that backfill: `R * n / (n + HALF)`, with `n`
+//!   the backfilling PGs times the ops each may start (4 ops count twice, as measured on the
+//!   lab: "2026-12-03, night"); nothing moves in a paused tick;
+//! - client p99 is the baseline times `1 + cost * throughput / R`, with log-normal noise, and
+//!   twice that over the recovery's first 10 s (the reweight's own peering, as on the lab);
+//! - each PG moves its objects at its share of the throughput and ends active+clean; PGs the
+//!   lever releases wait for a slot like any other, and the tick one starts costs 1.5x (it
+//!   re-peers).
+//!
+//! The plant's constants are assumptions shaped on the lab's runs (Pacific's rebalance at
+//! 2.5-3x the baseline with every PG at once; N = 1 costing about a third of that), not
+//! measured per lever: issue 35's matrix is the measurement. What the tests hold is the
+//! behaviour a user sees; where today's controller misses issue 35's goal on the plant, the
+//! test says so and is ignored until the controller meets it.
+//!
+//! The enforcer reads the mean of the last window's ticks, as the OSDs' histogram gives it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::lever_tests::{lever_policy, rebalance, LeverSim};
+use super::policy::{Mode, Policy};
+use super::types::{Time, RECOVERY_MAX_SINGLE_START};
+
+/// Objects each moving PG holds.
+const OBJECTS_PER_PG: f64 = 300.0;
+/// The throughput the OSDs give recovery when nothing holds it back, objects/s.
+const FULL_RATE: f64 = 20.0;
+/// The (ops-weighted) PGs at which throughput is half the full rate.
+const HALF: f64 = 4.0;
+/// One tick's p99 when a released PG starts to backfill (it re-peers).
+const RELEASE_PEERING: f64 = 1.5;
+const TICK: f64 = 2.0;
+const WINDOW: f64 = 10.0;
+const BASE_MS: f64 = 16.0;
+const BOUND_MS: f64 = 2.0 * BASE_MS;
+
+/// How much one unit of recovery throughput costs clients.
+#[derive(Debug, Clone, Copy)]
+struct Plant {
+    /// p99 at full throughput is `1 + cost` times the baseline.
+    cost: f64,
+    /// Log-normal sigma of each tick's p99.
+    noise: f64,
+}
+
+/// What a user sees of one recovery.
+#[derive(Debug)]
+struct Seen {
+    /// Client p99 per 10-s window, ms.
+    windows: Vec<f64>,
+    /// From the start to the last object moved; None: not done within the time given.
+    recovery: Option<f64>,
+    /// The enforcer's config keys still set, PGs still held, pause still on, 10 minutes after.
+    left: (Vec<String>, usize, bool),
+    /// How often the lever's N changed direction (up then down, or down then up).
+    reversals: usize,
+}
+
+impl Seen {
+    fn within(&self) -> f64 {
+        let ok = self.windows.iter().filter(|w| **w <= BOUND_MS).count();
+        ok as f64 / self.windows.len().max(1) as f64
+    }
+}
+
+/// xorshift64*: a reproducible stream per seed, without a dependency for tests.
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// exp(N(0, sigma)), Box-Muller.
+    fn lognormal(&mut self, sigma: f64) -> f64 {
+        let (u, v) = (self.unit().max(1e-12), self.unit());
+        let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+        (sigma * z).exp()
+    }
+}
+
+/// The experiment's `serve` timings (`DEFAULT_SERVE_ARGS`), enforce mode, bound 32 ms.
+fn fast_policy() -> Policy {
+    let mut p = lever_policy();
+    p.breach_for = Duration::from_secs(4);
+    p.latency_window = Duration::from_secs(10);
+    p.settle = Duration::from_secs(5);
+    p.min_interval = Duration::from_secs(1);
+    p.max_changes_per_hour = 1000;
+    p.ladder.settle = Duration::from_secs(10);
+    p.ladder.pause.period = 10.0;
+    p.ladder.pause.tick = TICK;
+    p
+}
+
+/// One recovery of the recorded rebalance on `plant`, the enforcer in `policy`'s mode, for at
+/// most `limit` seconds, then 10 quiet minutes for it to give everything back.
+fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
+    let mut sim = LeverSim::new(policy, rebalance());
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut left: BTreeMap<String, f64> = sim
+        .cluster
+        .pgs
+        .iter()
+        .filter(|p| crate::backfill::plan::backfills(p))
+        .map(|p| (p.pgid.clone(), OBJECTS_PER_PG))
+        .collect();
+    let slots = left.len();
+    let start: Time = sim.now;
+    let (mut ticks, mut windows) = (Vec::<f64>::new(), Vec::new());
+    let mut recovery = None;
+    let (mut last_n, mut last_dir, mut reversals) = (None::<usize>, 0i8, 0);
+    while sim.now - start < limit {
+        sim.now += TICK;
+        // The flags are on the cluster only when the enforcer acts (in observe mode its state
+        // says what it would have paused).
+        let paused = sim.policy.mode == Mode::Enforce
+            && sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
+        // Released PGs wait for a slot; every slot is taken (Pacific's mClock: osd_max_backfills 1000).
+        let (mut running, mut started) = (0, 0);
+        for pg in sim.cluster.pgs.iter_mut() {
+            if pg.state.contains("backfill_wait") && running < slots {
+                pg.state = "active+remapped+backfilling".to_string();
+                started += 1;
+            }
+            running += usize::from(pg.state.contains("backfilling"));
+        }
+        let ops = match sim.config.get(RECOVERY_MAX_SINGLE_START) {
+            Some(Some(v)) if v.parse::<u32>().is_ok_and(|n| n >= 4) => 2.0,
+            _ => 1.0,
+        };
+        let n = running as f64 * ops;
+        let rate = if paused || n == 0.0 {
+            0.0
+        } else {
+            FULL_RATE * n / (n + HALF)
+        };
+        let moving: Vec<String> = sim
+            .cluster
+            .pgs
+            .iter()
+            .filter(|p| p.state.contains("backfilling"))
+            .map(|p| p.pgid.clone())
+            .collect();
+        for id in &moving {
+            let l = left.entry(id.clone()).or_insert(OBJECTS_PER_PG);
+            *l -= rate * TICK / moving.len() as f64;
+            if *l <= 0.0 {
+                sim.cluster.finish(id);
+            }
+        }
+        // The reweight's own peering over the first window; a PG that starts to backfill
+        // after a release re-peers, and its writes wait meanwhile.
+        let peering = if sim.now - start <= WINDOW {
+            2.0
+        } else if started > 0 {
+            RELEASE_PEERING
+        } else {
+            1.0
+        };
+        let p99 =
+            BASE_MS * (1.0 + plant.cost * rate / FULL_RATE) * peering * rng.lognormal(plant.noise);
+        ticks.push(p99);
+        let per_window = (WINDOW / TICK) as usize;
+        if ticks.len() % per_window == 0 {
+            let w = &ticks[ticks.len() - per_window..];
+            windows.push(w.iter().sum::<f64>() / w.len() as f64);
+        }
+        let window_p99 = {
+            let w = &ticks[ticks.len().saturating_sub(per_window)..];
+            w.iter().sum::<f64>() / w.len() as f64
+        };
+        let obs = sim.obs(Some(window_p99));
+        sim.step(obs);
+        if let Some(n) = sim.state.ladder.lever.as_ref().map(|l| l.n) {
+            if let Some(prev) = last_n.filter(|p| *p != n) {
+                let dir = if n > prev { 1 } else { -1 };
+                reversals += usize::from(last_dir != 0 && dir != last_dir);
+                last_dir = dir;
+            }
+            last_n = Some(n);
+        }
+        // Over when no PG moves or is held on the cluster (in observe mode the enforcer's
+        // state lists the holds it would have made, which the cluster never saw).
+        let all_moved = sim
+            .cluster
+            .pgs
+            .iter()
+            .all(|p| !crate::backfill::plan::backfills(p))
+            && sim.cluster.before.is_empty();
+        if all_moved {
+            recovery = Some(sim.now - start);
+            break;
+        }
+    }
+    // Ten quiet minutes: the enforcer sees the recovery end and gives everything back.
+    for _ in 0..(600.0 / TICK) as usize {
+        sim.now += TICK;
+        let obs = sim.obs(Some(BASE_MS));
+        sim.step(obs);
+    }
+    let keys: Vec<String> = sim
+        .config
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let paused = sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
+    Seen {
+        windows,
+        recovery,
+        left: (keys, sim.state.backfill.held.len(), paused),
+        reversals,
+    }
+}
+
+fn observe(mut p: Policy) -> Policy {
+    p.mode = Mode::Observe;
+    p
+}
+
+const SEEDS: u64 = 20;
+
+/// Pacific's rebalance on the lab: every PG at once costs clients about 2.8x their baseline.
+const PACIFIC_REBALANCE: Plant = Plant {
+    cost: 2.2,
+    noise: 0.15,
+};
+
+/// What `run` gives for each seed without the enforcer (observe mode) and with it.
+fn both(plant: Plant, seed: u64, limit: f64) -> (Seen, Seen, f64, f64) {
+    let free = run(plant, observe(fast_policy()), seed, limit);
+    let held = run(plant, fast_policy(), seed, limit);
+    let (Some(t_free), Some(t_held)) = (free.recovery, held.recovery) else {
+        panic!("seed {seed}: a recovery did not finish: {free:?} {held:?}");
+    };
+    (free, held, t_free, t_held)
+}
+
+#[test]
+fn a_rebalance_that_breaks_the_bound_is_held_within_it_and_everything_goes_back() {
+    for seed in 0..SEEDS {
+        let (free, held, _, _) = both(PACIFIC_REBALANCE, seed, 3600.0);
+        // Without the enforcer most windows are over; with it, nine in ten within.
+        assert!(free.within() < 0.5, "seed {seed}: {free:?}");
+        assert!(
+            held.within() >= 0.9,
+            "seed {seed}: {:.0}% within, windows {:?}",
+            held.within() * 100.0,
+            held.windows
+        );
+        // Nothing of the enforcer's is left once the recovery is over.
+        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+        // N settles: it does not swing up and down window after window.
+        assert!(
+            held.reversals <= 6,
+            "seed {seed}: {} reversals",
+            held.reversals
+        );
+    }
+}
+
+/// Issue 35's goal for a cell where `balanced` misses the bound: recovery at most 3x its time.
+/// Today's lever sits at N = 1 while p99 is at 0.7-0.8x the bound (its raise gate for one more
+/// PG is 0.7x), about 4x `balanced`'s time on this plant.
+#[test]
+#[ignore = "issue 35: today's controller leaves the budget unused (about 4x balanced's time here)"]
+fn issue_35_a_rebalance_held_within_the_bound_takes_at_most_three_times_balanceds_time() {
+    for seed in 0..SEEDS {
+        let (_, _, t_free, t_held) = both(PACIFIC_REBALANCE, seed, 3600.0);
+        assert!(
+            t_held <= 3.0 * t_free,
+            "seed {seed}: {t_held} s against {t_free} s"
+        );
+    }
+}
+
+/// Where `balanced` keeps the bound (1.4x the baseline here), clients see no worse with the
+/// enforcer, and it gives everything back.
+#[test]
+fn where_the_defaults_leave_budget_the_windows_stay_within_and_everything_goes_back() {
+    for seed in 0..SEEDS {
+        let (free, held, _, _) = both(LIGHT, seed, 3600.0);
+        assert!(free.within() >= 0.9, "seed {seed}: {:?}", free.windows);
+        assert!(held.within() >= 0.9, "seed {seed}: {:?}", held.windows);
+        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+    }
+}
+
+/// Issue 35's goal where `balanced` keeps the bound: recovery no slower than `balanced`. Today
+/// the first window's peering (2x) is taken for a breach and the lever slows the rest.
+#[test]
+#[ignore = "issue 35: the recovery's own peering makes today's controller throttle (1.1-1.3x balanced's time here)"]
+fn issue_35_where_the_defaults_leave_budget_recovery_is_no_slower_than_balanced() {
+    for seed in 0..SEEDS {
+        let (_, _, t_free, t_held) = both(LIGHT, seed, 3600.0);
+        assert!(
+            t_held <= t_free,
+            "seed {seed}: {t_held} s against {t_free} s"
+        );
+    }
+}
+
+const LIGHT: Plant = Plant {
+    cost: 0.5,
+    noise: 0.15,
+};
+
+#[test]
+fn where_one_pg_already_costs_the_bound_the_pause_holds_it_and_recovery_still_ends() {
+    // One PG alone: 1 + 6 * 0.2 = 2.2x the baseline.
+    let heavy = Plant {
+        cost: 6.0,
+        noise: 0.15,
+    };
+    for seed in 0..SEEDS {
+        let held = run(heavy, fast_policy(), seed, 3.0 * 3600.0);
+        assert!(held.recovery.is_some(), "seed {seed}: not done: {held:?}");
+        assert!(
+            held.within() >= 0.8,
+            "seed {seed}: {:.0}% within, windows {:?}",
+            held.within() * 100.0,
+            held.windows
+        );
+        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+    }
+}
