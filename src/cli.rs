@@ -412,7 +412,9 @@ pub struct ExperimentArgs {
     /// experiment's timings for 10-s windows, which a flag given here replaces: "--collect.interval
     /// 2s --enforcer.for 4s --enforcer.latency-window 10s --enforcer.settle 5s
     /// --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle
-    /// 10s --enforcer.pause-period 10s". The experiment sets --web.listen-address,
+    /// 10s --enforcer.pause-period 10s" (a given latency window drops the ladder settle, a given
+    /// collection interval the pause period, so that serve's own defaults follow them; with
+    /// --config.file none is added). The experiment sets --web.listen-address,
     /// --enforcer.mode/baseline/multiplier/state-file and the ceph flags
     #[arg(
         long = "serve-args",

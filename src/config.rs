@@ -677,6 +677,10 @@ mod tests {
                 "enforcer:\n  recovery_limits: [\"3 percent\"]\n",
                 vec!["3 percent", "neither a number of IOPS nor a percentage"],
             ),
+            (
+                "enforcer:\n  recovery_limits: [0.05]\n",
+                vec!["0.05", "\"5%\""],
+            ),
             ("enforcer:\n  pause_max_share: 1.0\n", vec!["at most 0.9"]),
             (
                 "enforcer:\n  pause_period: 30s\n",

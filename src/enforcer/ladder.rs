@@ -190,6 +190,26 @@ fn limit_gate(policy: &Policy, obs: &Observation) -> LimitGate {
     }
 }
 
+/// Why the limit rung 2 holds on the cluster is not in the unit configured now, if it is not:
+/// written by an earlier run with other limits (a restart after the OSDs were upgraded and the
+/// limits rewritten for them). The enforcer writes IOPS as whole numbers and shares with a
+/// decimal point.
+fn written_otherwise(policy: &Policy, state: &EnforcerState) -> Option<String> {
+    let unit = policy.ladder.recovery_limits.first()?.unit();
+    let held = state.applied.as_ref()?.values.get(MCLOCK_RECOVERY_LIM)?;
+    let written = if held.contains('.') {
+        LimitUnit::Share
+    } else {
+        LimitUnit::Iops
+    };
+    (written != unit).then(|| {
+        format!(
+            "the recovery limit on the cluster, {held}, was written as {} by an earlier run",
+            written.describe()
+        )
+    })
+}
+
 /// What the configured limits are and what the OSDs would need, for a refusal.
 fn limit_unit_words(policy: &Policy) -> String {
     let l = &policy.ladder.recovery_limits;
@@ -650,7 +670,11 @@ pub(super) fn climb(
     // An OSD that now runs another release (an upgrade under way) must not keep a limit it
     // reads in another unit.
     if l.rung == 2 && versions_matter(policy, q, l.rung) {
-        if let LimitGate::Refused(why) = limit_gate(policy, obs) {
+        let refused = match limit_gate(policy, obs) {
+            LimitGate::Refused(why) => Some(why),
+            _ => written_otherwise(policy, state),
+        };
+        if let Some(why) = refused {
             next.ladder.limit_hurt = true;
             let mut w = Want::new(
                 ActionKind::Descend,

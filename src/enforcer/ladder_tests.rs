@@ -754,6 +754,24 @@ fn on_reef_rung_2_writes_shares_of_capacity_steps_them_down_and_gives_them_back(
 }
 
 #[test]
+fn a_limit_written_in_iops_by_an_earlier_run_is_taken_back_once_the_osds_read_shares() {
+    // Rung 2 in IOPS on Pacific; then (an upgrade and a restart later) the policy says shares
+    // and every OSD runs Reef: the IOPS on the cluster (res 1 = the whole capacity there) go.
+    let mut sim = Sim::new(policy());
+    sim.run(&recovering(350.0), 15 * 60 + 15 + 5 * 60);
+    assert_eq!(sim.state.ladder.rung, 2);
+    sim.policy.ladder.recovery_limits = vec![RecoveryLimit::Percent(5)];
+    let reef = Observation {
+        osd_versions: osd_versions(&[(REEF, 4)]),
+        ..recovering(350.0)
+    };
+    let actions = sim.run(&reef, 5 * 60);
+    assert_eq!(kinds(&actions)[0], ActionKind::Descend, "{actions:?}");
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_RES), Some(&None));
+    assert_eq!(sim.configured.get(MCLOCK_RECOVERY_LIM), Some(&None));
+}
+
+#[test]
 fn shares_are_not_written_to_pacific_osds_which_would_read_them_as_iops() {
     let mut p = policy();
     p.ladder.recovery_limits = vec![RecoveryLimit::Percent(5)];

@@ -69,6 +69,8 @@ pub(super) struct LeverSim {
     at_release: Option<(upmap::PgId, ClusterChange)>,
     /// Releases of this PG are refused with EINVAL, whatever they put back.
     refuse_release: Option<upmap::PgId>,
+    /// The OSD map flags set on the cluster (`osd set` / `osd unset`).
+    pub(super) flags: std::collections::BTreeSet<String>,
 }
 
 impl LeverSim {
@@ -87,6 +89,7 @@ impl LeverSim {
             config: Default::default(),
             at_release: None,
             refuse_release: None,
+            flags: Default::default(),
         }
     }
 
@@ -250,6 +253,7 @@ impl LeverSim {
             Effect::SetFlags { flags, .. } => {
                 self.commands
                     .extend(flags.iter().map(|f| format!("osd set {f}")));
+                self.flags.extend(flags.iter().cloned());
                 Outcome::Flags {
                     set: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),
                     unset: vec![],
@@ -258,6 +262,9 @@ impl LeverSim {
             Effect::UnsetFlags { flags, .. } => {
                 self.commands
                     .extend(flags.iter().map(|f| format!("osd unset {f}")));
+                for f in flags {
+                    self.flags.remove(f);
+                }
                 Outcome::Flags {
                     set: vec![],
                     unset: flags.iter().map(|f| (f.clone(), Ok(()))).collect(),

@@ -12,8 +12,7 @@
 //! - client p99 is the baseline times `1 + cost * throughput / R`, with log-normal noise, and
 //!   twice that over the recovery's first 10 s (the reweight's own peering, as on the lab);
 //! - each PG moves its objects at its share of the throughput and ends active+clean; PGs the
-//!   lever releases wait for a slot like any other, and the tick one starts costs 1.5x (it
-//!   re-peers).
+//!   lever releases starts at once, and the tick it starts costs 1.5x (it re-peers).
 //!
 //! The plant's constants are assumptions shaped on the lab's runs (Pacific's rebalance at
 //! 2.5-3x the baseline with every PG at once; N = 1 costing about a third of that), not
@@ -59,11 +58,31 @@ struct Seen {
     windows: Vec<f64>,
     /// From the start to the last object moved; None: not done within the time given.
     recovery: Option<f64>,
-    /// The enforcer's config keys still set, PGs still held, pause still on, 10 minutes after.
-    left: (Vec<String>, usize, bool),
+    /// What is left on the cluster 10 minutes after.
+    left: Left,
     /// How often the lever's N changed direction (up then down, or down then up).
     reversals: usize,
 }
+
+/// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
+#[derive(Debug, PartialEq)]
+struct Left {
+    /// Keys set in the config database's `osd` section (the operator had none).
+    keys: Vec<String>,
+    /// PGs held with pg-upmap-items.
+    held: usize,
+    /// OSD map flags set.
+    flags: Vec<String>,
+    balancer_on: bool,
+}
+
+/// As the operator had it: nothing set, nothing held, the balancer on.
+const AS_FOUND: Left = Left {
+    keys: Vec::new(),
+    held: 0,
+    flags: Vec::new(),
+    balancer_on: true,
+};
 
 impl Seen {
     fn within(&self) -> f64 {
@@ -117,21 +136,20 @@ fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
         .filter(|p| crate::backfill::plan::backfills(p))
         .map(|p| (p.pgid.clone(), OBJECTS_PER_PG))
         .collect();
-    let slots = left.len();
     let start: Time = sim.now;
     let (mut ticks, mut windows) = (Vec::<f64>::new(), Vec::new());
     let mut recovery = None;
     let (mut last_n, mut last_dir, mut reversals) = (None::<usize>, 0i8, 0);
     while sim.now - start < limit {
         sim.now += TICK;
-        // The flags are on the cluster only when the enforcer acts (in observe mode its state
-        // says what it would have paused).
-        let paused = sim.policy.mode == Mode::Enforce
-            && sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
-        // Released PGs wait for a slot; every slot is taken (Pacific's mClock: osd_max_backfills 1000).
+        // What the cluster's flags say, not the enforcer's state (in observe mode that says
+        // what it would have paused).
+        let paused = sim.flags.contains("nobackfill");
+        // A released PG starts at once: Pacific's mClock lets every PG backfill
+        // (osd_max_backfills 1000).
         let (mut running, mut started) = (0, 0);
         for pg in sim.cluster.pgs.iter_mut() {
-            if pg.state.contains("backfill_wait") && running < slots {
+            if pg.state.contains("backfill_wait") {
                 pg.state = "active+remapped+backfilling".to_string();
                 started += 1;
             }
@@ -217,11 +235,15 @@ fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
         .filter(|(_, v)| v.is_some())
         .map(|(k, _)| k.clone())
         .collect();
-    let paused = sim.state.ladder.pause.as_ref().is_some_and(|p| p.paused);
     Seen {
         windows,
         recovery,
-        left: (keys, sim.state.backfill.held.len(), paused),
+        left: Left {
+            keys,
+            held: sim.cluster.before.len(),
+            flags: sim.flags.iter().cloned().collect(),
+            balancer_on: sim.cluster.balancer.as_ref().is_some_and(|b| b.active),
+        },
         reversals,
     }
 }
@@ -262,7 +284,7 @@ fn a_rebalance_that_breaks_the_bound_is_held_within_it_and_everything_goes_back(
             held.windows
         );
         // Nothing of the enforcer's is left once the recovery is over.
-        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+        assert_eq!(held.left, AS_FOUND, "seed {seed}");
         // N settles: it does not swing up and down window after window.
         assert!(
             held.reversals <= 6,
@@ -295,7 +317,7 @@ fn where_the_defaults_leave_budget_the_windows_stay_within_and_everything_goes_b
         let (free, held, _, _) = both(LIGHT, seed, 3600.0);
         assert!(free.within() >= 0.9, "seed {seed}: {:?}", free.windows);
         assert!(held.within() >= 0.9, "seed {seed}: {:?}", held.windows);
-        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+        assert_eq!(held.left, AS_FOUND, "seed {seed}");
     }
 }
 
@@ -334,6 +356,6 @@ fn where_one_pg_already_costs_the_bound_the_pause_holds_it_and_recovery_still_en
             held.within() * 100.0,
             held.windows
         );
-        assert_eq!(held.left, (Vec::new(), 0, false), "seed {seed}");
+        assert_eq!(held.left, AS_FOUND, "seed {seed}");
     }
 }

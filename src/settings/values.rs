@@ -214,10 +214,16 @@ impl<'de> Deserialize<'de> for RecoveryLimit {
         enum Raw {
             Iops(u32),
             Text(String),
+            Other(f64),
         }
         match Raw::deserialize(d)? {
             Raw::Iops(n) => Ok(RecoveryLimit::Iops(n)),
             Raw::Text(t) => parse_recovery_limit(&t).map_err(de::Error::custom),
+            // 0.05 is how Ceph itself stores a share: say how to write it here.
+            Raw::Other(x) => Err(de::Error::custom(format!(
+                "{x} is neither a whole number of IOPS nor a percentage: write a share of capacity as a percentage in quotes (\"{:.0}%\" for {x}, Quincy 17.2.6+) or IOPS as a whole number (1000, Pacific)",
+                x * 100.0
+            ))),
         }
     }
 }

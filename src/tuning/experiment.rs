@@ -496,18 +496,35 @@ const OWN_SERVE_FLAGS: [(&str, &str); 11] = [
 ];
 
 /// The enforced row's `serve` flags: [`DEFAULT_SERVE_ARGS`] (timings for 10-s windows) with
-/// `words` after them, a default left out where `words` gives the same flag, so that
-/// `--serve-args '--enforcer.recovery-limits 3%'` adds to the timings instead of dropping them.
+/// `words` after them, so that `--serve-args '--enforcer.recovery-limits 3%'` adds to the
+/// timings instead of dropping them. A default is left out where `words` gives the same flag
+/// or one it must follow (serve checks the ladder's settle against the latency window and the
+/// pause period against the collection interval), and all of them with `--config.file`, whose
+/// own timings would otherwise be overridden.
 pub fn with_default_serve_args(words: &[String]) -> Vec<String> {
     let given: Vec<&str> = words
         .iter()
         .filter(|w| w.starts_with("--"))
         .map(|w| w.split_once('=').map_or(w.as_str(), |(f, _)| f))
         .collect();
+    if given.contains(&"--config.file") {
+        return words.to_vec();
+    }
+    // (a default, the flag it follows)
+    const FOLLOWS: [(&str, &str); 2] = [
+        ("--enforcer.ladder-settle", "--enforcer.latency-window"),
+        ("--enforcer.pause-period", "--collect.interval"),
+    ];
     let defaults: Vec<&str> = DEFAULT_SERVE_ARGS.split_whitespace().collect();
     defaults
         .chunks(2)
-        .filter(|pair| !given.contains(&pair[0]))
+        .filter(|pair| {
+            let flag = pair[0];
+            !given.contains(&flag)
+                && !FOLLOWS
+                    .iter()
+                    .any(|(d, on)| *d == flag && given.contains(on))
+        })
         .flatten()
         .map(|w| w.to_string())
         .chain(words.iter().cloned())

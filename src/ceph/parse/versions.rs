@@ -89,19 +89,21 @@ impl LimitUnit {
 }
 
 impl OsdVersion {
-    /// The unit this OSD reads mClock limits in; None when its version cannot be read.
+    /// The unit this OSD reads mClock limits in; None when its version cannot be read, or is a
+    /// development build between Quincy's releases (`17.2.5-123-gabc` may already read
+    /// shares: written IOPS, `res 1` would reserve its whole capacity for recovery).
     pub fn mclock_limit_unit(&self) -> Option<LimitUnit> {
-        let mut nums = self
-            .version
-            .split(['.', '-'])
-            .take(3)
-            .map(|n| n.parse::<u32>().ok());
-        let (major, minor, patch) = (nums.next()??, nums.next()??, nums.next()??);
-        Some(if (major, minor, patch) >= (17, 2, 6) {
-            LimitUnit::Share
-        } else {
-            LimitUnit::Iops
-        })
+        let (release, suffix) = match self.version.split_once('-') {
+            Some((r, s)) => (r, !s.is_empty()),
+            None => (self.version.as_str(), false),
+        };
+        let mut nums = release.split('.').map(|n| n.parse::<u32>().ok());
+        let v = (nums.next()??, nums.next()??, nums.next()??);
+        match v {
+            v if v >= (17, 2, 6) => Some(LimitUnit::Share),
+            (17, _, _) if suffix => None,
+            _ => Some(LimitUnit::Iops),
+        }
     }
 }
 
@@ -119,6 +121,9 @@ mod tests {
         assert_eq!(unit("17.2.5"), Some(LimitUnit::Iops));
         assert_eq!(unit("17.2.6"), Some(LimitUnit::Share));
         assert_eq!(unit("17.2.6-123-gabc"), Some(LimitUnit::Share));
+        // A Quincy development build before 17.2.6 may read either: not guessed.
+        assert_eq!(unit("17.2.5-123-gabc"), None);
+        assert_eq!(unit("16.2.15-1-gdef"), Some(LimitUnit::Iops));
         assert_eq!(unit("18.2.7"), Some(LimitUnit::Share));
         assert_eq!(unit("20.2.0"), Some(LimitUnit::Share));
         assert_eq!(unit("garbage"), None);

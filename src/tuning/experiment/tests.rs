@@ -1283,6 +1283,32 @@ fn serve_args_add_to_the_experiments_timings_and_replace_the_same_flag() {
         words("--collect.interval 2s --enforcer.latency-window 10s --enforcer.settle 5s --enforcer.min-interval 1s --enforcer.max-changes-per-hour 1000 --enforcer.ladder-settle 10s --enforcer.pause-period 10s --enforcer.recovery-limits 3% --enforcer.for=2s")
     );
     assert_eq!(with_default_serve_args(&[]), words(DEFAULT_SERVE_ARGS));
+    // A longer window takes the settle default with it (serve's default follows the window),
+    // a slower collection the pause period; a config file keeps its own timings.
+    let window = with_default_serve_args(&words("--enforcer.latency-window 30s"));
+    assert!(
+        !window.contains(&"--enforcer.ladder-settle".to_string()),
+        "{window:?}"
+    );
+    assert!(
+        window.contains(&"--enforcer.pause-period".to_string()),
+        "{window:?}"
+    );
+    let interval = with_default_serve_args(&words("--collect.interval=5s"));
+    assert!(
+        !interval.contains(&"--enforcer.pause-period".to_string()),
+        "{interval:?}"
+    );
+    assert_eq!(
+        with_default_serve_args(&words("--config.file crb.yaml")),
+        words("--config.file crb.yaml")
+    );
+    // Every default is a flag and its value.
+    assert!(DEFAULT_SERVE_ARGS
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .all(|p| p.len() == 2 && p[0].starts_with("--") && !p[1].starts_with("--")));
 }
 
 #[test]
