@@ -184,8 +184,8 @@ pub type RungValues = (BTreeMap<String, String>, Vec<(String, String)>);
 
 /// Whether every OSD reads rung 2's mClock limits in the unit they are configured in.
 fn limit_gate(policy: &Policy, obs: &Observation) -> LimitGate {
-    match policy.ladder.recovery_limits.first() {
-        Some(l) => obs.mclock_limit_gate(l.unit()),
+    match policy.ladder.limit_unit() {
+        Some(unit) => obs.mclock_limit_gate(unit),
         None => LimitGate::Reads,
     }
 }
@@ -195,7 +195,7 @@ fn limit_gate(policy: &Policy, obs: &Observation) -> LimitGate {
 /// limits rewritten for them). The enforcer writes IOPS as whole numbers and shares with a
 /// decimal point.
 fn written_otherwise(policy: &Policy, state: &EnforcerState) -> Option<String> {
-    let unit = policy.ladder.recovery_limits.first()?.unit();
+    let unit = policy.ladder.limit_unit()?;
     let held = state.applied.as_ref()?.values.get(MCLOCK_RECOVERY_LIM)?;
     let written = if held.contains('.') {
         LimitUnit::Share
@@ -212,17 +212,16 @@ fn written_otherwise(policy: &Policy, state: &EnforcerState) -> Option<String> {
 
 /// What the configured limits are and what the OSDs would need, for a refusal.
 fn limit_unit_words(policy: &Policy) -> String {
-    let l = &policy.ladder.recovery_limits;
-    let shown: Vec<String> = l.iter().map(ToString::to_string).collect();
-    let (unit, other) = match l.first().map(|x| x.unit()) {
-        Some(LimitUnit::Share) => (
-            LimitUnit::Share,
-            "Pacific and Quincy before 17.2.6 read IOPS (write e.g. --enforcer.recovery-limits 1000,300 for them)",
-        ),
-        _ => (
-            LimitUnit::Iops,
-            "Quincy 17.2.6+ reads a fraction of each OSD's capacity (write e.g. --enforcer.recovery-limits 5%,3% for it)",
-        ),
+    let shown: Vec<String> = policy
+        .ladder
+        .recovery_limits
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let unit = policy.ladder.limit_unit().unwrap_or(LimitUnit::Iops);
+    let other = match unit {
+        LimitUnit::Share => "Pacific and Quincy before 17.2.6 read IOPS (write e.g. --enforcer.recovery-limits 1000,300 for them)",
+        LimitUnit::Iops => "Quincy 17.2.6+ reads a fraction of each OSD's capacity (write e.g. --enforcer.recovery-limits 5%,3% for it)",
     };
     format!(
         "its limits --enforcer.recovery-limits {} are {}, while {other}",
@@ -368,7 +367,7 @@ pub fn describe(policy: &Policy) -> String {
         let mclock = if l.recovery_limits.is_empty() {
             "none under mClock (--enforcer.recovery-limits none)".to_string()
         } else {
-            let unit = match l.recovery_limits.first().map(|x| x.unit()) {
+            let unit = match l.limit_unit() {
                 Some(LimitUnit::Share) => {
                     "of capacity, recovery and backfill (custom profile, Quincy 17.2.6+ OSDs only)"
                 }
@@ -748,11 +747,7 @@ pub(super) fn climb(
                     format!(
                         "{}rung 2 (recovery limit) waits: {why}; its limits mean {} only to some releases, so {name} is held until the versions are read",
                         observe_prefix(policy),
-                        policy
-                            .ladder
-                            .recovery_limits
-                            .first()
-                            .map_or("IOPS", |l| l.unit().describe())
+                        policy.ladder.limit_unit().map_or("IOPS", LimitUnit::describe)
                     )
                 });
                 return None;

@@ -136,14 +136,14 @@ impl Observation {
         };
         let others: Vec<String> = versions
             .iter()
-            .filter(|(v, _)| v.mclock_limit_unit() != Some(unit))
-            .map(|(v, n)| {
+            .filter_map(|(v, n)| {
                 let reads = match v.mclock_limit_unit() {
+                    Some(u) if u == unit => return None,
                     Some(u) => format!("reading {}", u.describe()),
                     None => "a version this program cannot read".to_string(),
                 };
                 let who = format!("{n} OSDs run {} {}", v.version, v.release);
-                format!("{} ({reads})", who.trim_end())
+                Some(format!("{} ({reads})", who.trim_end()))
             })
             .collect();
         if others.is_empty() {

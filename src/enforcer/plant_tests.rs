@@ -191,15 +191,16 @@ fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
         let p99 =
             BASE_MS * (1.0 + plant.cost * rate / FULL_RATE) * peering * rng.lognormal(plant.noise);
         ticks.push(p99);
+        // The last window's mean: what the enforcer reads, and at each window's end what the
+        // user's 10-s window shows.
         let per_window = (WINDOW / TICK) as usize;
-        if ticks.len() % per_window == 0 {
-            let w = &ticks[ticks.len() - per_window..];
-            windows.push(w.iter().sum::<f64>() / w.len() as f64);
-        }
         let window_p99 = {
             let w = &ticks[ticks.len().saturating_sub(per_window)..];
             w.iter().sum::<f64>() / w.len() as f64
         };
+        if ticks.len() % per_window == 0 {
+            windows.push(window_p99);
+        }
         let obs = sim.obs(Some(window_p99));
         sim.step(obs);
         if let Some(n) = sim.state.ladder.lever.as_ref().map(|l| l.n) {

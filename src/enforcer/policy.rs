@@ -198,8 +198,17 @@ pub struct LadderPolicy {
     pub pause: super::pause::PausePolicy,
 }
 
-/// One step of rung 2 under mClock, in the unit the OSDs' release reads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+impl LadderPolicy {
+    /// The unit of rung 2's mClock limits (one for the whole list: the settings check refuses a
+    /// mix); None without limits.
+    pub fn limit_unit(&self) -> Option<LimitUnit> {
+        self.recovery_limits.first().map(|l| l.unit())
+    }
+}
+
+/// One step of rung 2 under mClock, in the unit the OSDs' release reads. Ordered by value
+/// within a unit (a list mixing units is refused before order matters).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
 pub enum RecoveryLimit {
     /// `osd_mclock_scheduler_background_recovery_lim` in IOPS per OSD (Pacific).
     Iops(u32),

@@ -723,11 +723,8 @@ fn check_recovery_limits(limits: &RecoveryLimits) -> Result<(), String> {
         RecoveryLimit::Iops(n) => *n == 0,
         RecoveryLimit::Percent(p) => !(1..=100).contains(p),
     });
-    let rising = limits.windows(2).any(|w| match (w[0], w[1]) {
-        (RecoveryLimit::Iops(a), RecoveryLimit::Iops(b)) => b >= a,
-        (RecoveryLimit::Percent(a), RecoveryLimit::Percent(b)) => b >= a,
-        _ => false,
-    });
+    // One unit from here on (above), so the derived order compares values.
+    let rising = limits.windows(2).any(|w| w[1] >= w[0]);
     if out_of_range || rising {
         return Err(format!("recovery_limits {shown} must be IOPS above 0 (e.g. 1000,300,100) or percentages from 1% to 100% (e.g. 5%,3%), each lower than the one before; none skips the limit rung under mClock"));
     }
