@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::backfill_limit::LEVER_RUNG;
 use super::ctx::Ctx;
 pub use super::effect::Decision;
 use super::effect::{Action, Change, Effect, LogLine, Planned, Want};
@@ -302,13 +303,19 @@ pub fn on_exit(
         .into_iter()
         .filter(|c| needed(c))
         .partition(|c| ladder::above_rung1_keys().contains(&c.key.as_str()));
+    // Held PGs kept for the next leader (keep-throttle) keep the ladder at the lever's rung.
+    let rung = if super::lever::kept_at_exit(policy, state) {
+        (LEVER_RUNG, 0)
+    } else {
+        (1, 0)
+    };
     let step = |kind, changes, reason: String| Planned {
         effect: Effect::Config(Action {
             kind,
             changes,
             reason,
             push: Vec::new(),
-            rung: Some((1, 0)),
+            rung: Some(rung),
             lifecycle: Some(WHEN),
         }),
         persist_first: None,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::actor::{FakeActor, FakeUpmap};
 use super::effect::{BackfillEffect, Effect, Planned};
-use super::policy::{BaselineSpec, Mode, Policy};
+use super::policy::{BaselineSpec, Mode, OnExit, Policy};
 use super::state::EnforcerState;
 use super::{Enforcer, LogStyle, Observation, TokioClock};
 use crate::backfill::{BalancerStep, PlannedHold};
@@ -443,6 +443,47 @@ async fn a_new_leader_takes_the_levers_holds_on_and_sends_nothing_at_takeover() 
         assert!(
             on_cluster.map.pg_upmap_items.contains_key(id),
             "{id} released"
+        );
+    }
+}
+
+/// A rolling restart with `--enforcer.on-exit keep-throttle`: the stopping leader leaves its
+/// holds (and the balancer paused) in the stored record, and the next leader takes them on, so
+/// no PG is released by the restart itself. With `restore`, the default, the stopping leader
+/// gives every hold back and the balancer too: nobody may come to release them.
+#[tokio::test(start_paused = true)]
+async fn keep_throttle_leaves_the_holds_to_the_next_leader_and_restore_gives_them_back() {
+    let mut a = holding_leader("keepholds-a").await;
+    a.enforcer.policy.on_exit = OnExit::KeepThrottle;
+    let sent_before = a.actor.commands().len();
+    a.enforcer.shut_down().await;
+    assert_eq!(
+        a.actor.commands().len(),
+        sent_before,
+        "nothing sent at shutdown: {:?}",
+        &a.actor.commands()[sent_before..]
+    );
+    let b = successor(&mut a, "keepholds-b", |_| {}).await;
+    assert_eq!(b.enforcer.state().backfill.held.len(), 10);
+    let on_cluster = b.actor.upmap_now().expect("cluster");
+    assert!(!on_cluster.balancer.expect("balancer").active, "paused");
+    for id in b.enforcer.state().backfill.held.keys() {
+        assert!(
+            on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} released"
+        );
+    }
+
+    let mut c = holding_leader("restoreholds-c").await;
+    let held: Vec<PgId> = c.enforcer.state().backfill.held.keys().copied().collect();
+    c.enforcer.shut_down().await;
+    assert!(c.enforcer.state().backfill.is_empty());
+    let on_cluster = c.actor.upmap_now().expect("cluster");
+    assert!(on_cluster.balancer.expect("balancer").active, "back on");
+    for id in &held {
+        assert!(
+            !on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} still held"
         );
     }
 }

@@ -15,7 +15,7 @@ use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::{BackfillEffect, Effect, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::BackfillView;
-use super::policy::{Mode, Policy};
+use super::policy::{Mode, OnExit, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
 use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan, Trim};
@@ -738,6 +738,18 @@ fn may_forget(next: &EnforcerState, id: &PgId, why: &Forget, epoch: u64) -> bool
         ) => epoch > h.epoch,
         _ => true,
     }
+}
+
+/// SHUTDOWN with `--enforcer.on-exit keep-throttle` (rolling restarts, another instance taking
+/// over at once) while the lever is in force: its holds stay in the stored record for the next
+/// leader, which takes them on and releases them at the lever's pace, instead of every held PG
+/// re-peering and starting its backfill in the same minute. With `restore` (the default), in
+/// observe mode, or with the lever out of force they go back.
+pub(super) fn kept_at_exit(policy: &Policy, state: &EnforcerState) -> bool {
+    policy.on_exit == OnExit::KeepThrottle
+        && policy.mode == Mode::Enforce
+        && state.ladder.lever.is_some()
+        && !state.backfill.is_empty()
 }
 
 /// At START (a record left by a crash), SHUTDOWN and TAKEOVER: everything the record holds back,

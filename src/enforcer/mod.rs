@@ -578,18 +578,11 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             self.give_back_holds(when).await;
             return;
         }
-        let b = &self.state.backfill;
-        let ids: Vec<String> = b.held.keys().take(10).map(ToString::to_string).collect();
+        let (held, balancer) = held_words(&self.state.backfill);
         tracing::info!(
             target: "decision",
-            "{when}: the backfill lever's record holds {} PGs ({}{}){}: taken on; from the next cycle they are checked against the OSD map and released at the lever's pace (all at once if redundancy comes at risk or the lever leaves force)",
-            b.held.len(),
-            ids.join(", "),
-            if b.held.len() > ids.len() { ", ..." } else { "" },
-            match &b.balancer {
-                Some(before) => format!(", the balancer paused (it was {before})"),
-                None => String::new(),
-            }
+            "{when}: the backfill lever's record holds {held}{}: taken on; from the next cycle they are checked against the OSD map and released at the lever's pace (all at once if redundancy comes at risk or the lever leaves force)",
+            balancer.map(|b| format!(", {b}")).unwrap_or_default()
         );
     }
 
@@ -1399,9 +1392,16 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
                 }
             }
         }
-        // The backfill lever's holds first, whatever --enforcer.on-exit says: held PGs nobody
-        // releases would never backfill.
-        if tokio::time::timeout_at(deadline, self.give_back_holds(WHEN))
+        // The backfill lever's holds first: given back (held PGs nobody releases would never
+        // backfill), unless keep-throttle leaves them to the next leader.
+        if lever::kept_at_exit(&self.policy, &self.state) {
+            let (held, balancer) = held_words(&self.state.backfill);
+            tracing::warn!(
+                target: "decision",
+                "{WHEN}: --enforcer.on-exit keep-throttle: the backfill lever's {held} stay held{}: the next instance takes them on and releases them at the lever's pace. If none starts they never backfill (RecoveryBudgetExporterDownWhileHoldingPGs fires); release them by hand as docs/runbook.md says (ceph-recovery-budget backfill release --record FILE --apply)",
+                balancer.map(|b| format!(" and {b}")).unwrap_or_default()
+            );
+        } else if tokio::time::timeout_at(deadline, self.give_back_holds(WHEN))
             .await
             .is_err()
         {
@@ -1467,6 +1467,23 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
         }
     }
+}
+
+/// The lever's record for a log line: "10 PGs (2.0, 2.1, ...)", and "the balancer paused (it
+/// was on, mode upmap)" when it paused one.
+fn held_words(b: &crate::backfill::Record) -> (String, Option<String>) {
+    let ids: Vec<String> = b.held.keys().take(10).map(ToString::to_string).collect();
+    let more = if b.held.len() > ids.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    (
+        format!("{} PGs ({}{more})", b.held.len(), ids.join(", ")),
+        b.balancer
+            .as_ref()
+            .map(|before| format!("the balancer paused (it was {before})")),
+    )
 }
 
 /// What a stored state holds, for the takeover line: what to hand back later.

@@ -496,7 +496,7 @@ declare_settings! {
             flag: "enforcer.on-exit",
             key: "on_exit",
             value_name: "WHAT",
-            help: "On SIGTERM/SIGINT in enforce mode: restore (pause flags, rung-2 limits, then the profile back to the operator's; a stopped enforcer watches neither p99 nor redundancy) or keep-throttle (only the rung-1 throttle stays, for a rolling restart where another instance takes over at once)",
+            help: "On SIGTERM/SIGINT in enforce mode: restore (pause flags, rung-2 limits, then the profile back to the operator's; a stopped enforcer watches neither p99 nor redundancy) or keep-throttle (the rung-1 throttle and the backfill lever's held PGs stay, for a rolling restart where another instance takes them on at once)",
             default(Policy::default().on_exit => "restore"),
             note: "or `keep-throttle`",
         }
