@@ -298,6 +298,69 @@ mod tests {
         }
     }
 
+    /// A status whose pgmap lists no PG states while the cluster has PGs (a reply cut short,
+    /// an mgr that has not reported yet) is blind, never "nothing at risk": the same recorded
+    /// status with its states is judged.
+    #[test]
+    fn a_status_without_pg_states_while_pgs_exist_is_blind() {
+        let raw = fixture("redundancy/two-osds-down.ceph_status.out");
+        let whole = status::parse(&raw).expect("status");
+        let mut obs = Observation::quiet();
+        assert!(read_pg_states(&mut obs, &whole).is_empty());
+        assert!(obs.undersized_pgs > 0);
+
+        let mut v: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+        v["pgmap"]
+            .as_object_mut()
+            .expect("pgmap")
+            .remove("pgs_by_state");
+        let cut = status::parse(&serde_json::to_vec(&v).expect("json")).expect("status");
+        assert!(cut.num_pgs > 0);
+        let mut obs = Observation::quiet();
+        let blind = read_pg_states(&mut obs, &cut);
+        assert_eq!(blind.len(), 1, "{blind:?}");
+        assert_eq!(obs.undersized_pgs, 0);
+        assert!(obs.pg_safety.cannot_serve.is_empty());
+    }
+
+    /// `down`, recorded on the lab: osd.1 and osd.2 stopped (noout), 10 s of writes, then
+    /// osd.0 and osd.3 stopped and osd.1 and osd.2 started again. The PGs whose last
+    /// read-write interval was on osd.0 and osd.3 wait for one of them: 20 `down` (no I/O),
+    /// beside 13 undersized. Every rule sees a risk; the default names the down PGs.
+    #[test]
+    fn down_pgs_cannot_serve_io() {
+        let pgs = recorded("last-writers-down");
+        assert_eq!(
+            pgs.pg_safety.cannot_serve,
+            BTreeMap::from([("down".to_string(), 20)])
+        );
+        assert!(
+            risks(SuspendWhen::RedundancyAtRisk, &pgs, None).contains(&Risk::CannotServe {
+                states: BTreeMap::from([("down".to_string(), 20)])
+            })
+        );
+        assert_eq!(pgs.undersized_pgs, 13);
+    }
+
+    /// `unknown`, recorded on the lab a second after `ceph osd pool create crb-new 16`: its 16
+    /// PGs are `unknown` until an OSD reports them. No object of theirs can be served then:
+    /// the bound is lifted at once, under the default rule only (no PG is undersized).
+    #[test]
+    fn unknown_pgs_cannot_serve_io() {
+        let pgs = recorded("pool-created-unknown");
+        assert_eq!(
+            pgs.pg_safety.cannot_serve,
+            BTreeMap::from([("unknown".to_string(), 16)])
+        );
+        assert_eq!(
+            risks(SuspendWhen::RedundancyAtRisk, &pgs, None),
+            vec![Risk::CannotServe {
+                states: BTreeMap::from([("unknown".to_string(), 16)])
+            }]
+        );
+        assert_eq!(risks(SuspendWhen::AnyUndersized, &pgs, None), vec![]);
+    }
+
     /// Three of four OSDs down: 6 PGs stale (no OSD of theirs reports).
     #[test]
     fn stale_pgs_cannot_serve_io() {
