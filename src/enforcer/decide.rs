@@ -346,13 +346,20 @@ pub fn on_exit(
             }
         }
         OnExit::KeepThrottle => {
+            // What stays: the rung-1 throttle, and with the lever's holds kept its own key (the
+            // ops each backfilling PG may start), which goes with them.
+            let lever_kept = super::lever::kept_at_exit(policy, state);
+            let stays = |k: &str| {
+                !ladder::above_rung1_keys().contains(&k)
+                    || (lever_kept && k == super::types::RECOVERY_MAX_SINGLE_START)
+            };
             let held = applied
                 .values
                 .keys()
-                .filter(|k| !ladder::above_rung1_keys().contains(&k.as_str()))
+                .filter(|k| stays(k))
                 .cloned()
                 .collect::<Vec<_>>();
-            let mut changes = rung2;
+            let mut changes: Vec<Change> = rung2.into_iter().filter(|c| !stays(&c.key)).collect();
             if !changes.is_empty() && applied.kind == ActionKind::Throttle {
                 // Rung 2 under mClock runs the `custom` profile: back to the rung-1 profile.
                 let rung1 = ladder::throttle_values(policy, obs).unwrap_or_else(|| {

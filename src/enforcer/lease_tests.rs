@@ -463,8 +463,10 @@ async fn keep_throttle_leaves_the_holds_to_the_next_leader_and_restore_gives_the
         "nothing sent at shutdown: {:?}",
         &a.actor.commands()[sent_before..]
     );
+    assert!(a.enforcer.state().ladder.lever.is_some(), "kept in force");
     let b = successor(&mut a, "keepholds-b", |_| {}).await;
     assert_eq!(b.enforcer.state().backfill.held.len(), 10);
+    assert!(b.enforcer.state().ladder.lever.is_some());
     let on_cluster = b.actor.upmap_now().expect("cluster");
     assert!(!on_cluster.balancer.expect("balancer").active, "paused");
     for id in b.enforcer.state().backfill.held.keys() {
@@ -478,6 +480,8 @@ async fn keep_throttle_leaves_the_holds_to_the_next_leader_and_restore_gives_the
     let held: Vec<PgId> = c.enforcer.state().backfill.held.keys().copied().collect();
     c.enforcer.shut_down().await;
     assert!(c.enforcer.state().backfill.is_empty());
+    // Out of force in the record too: the next start must not follow the old N.
+    assert!(c.enforcer.state().ladder.lever.is_none());
     let on_cluster = c.actor.upmap_now().expect("cluster");
     assert!(on_cluster.balancer.expect("balancer").active, "back on");
     for id in &held {
@@ -496,6 +500,8 @@ async fn a_new_leader_without_the_lever_gives_the_holds_back_at_takeover() {
     let held: Vec<PgId> = a.enforcer.state().backfill.held.keys().copied().collect();
     let b = successor(&mut a, "giveback-b", |p| p.ladder.backfill_lever = false).await;
     assert!(b.enforcer.state().backfill.is_empty());
+    // Its cycles must not hold PGs at the old leader's N.
+    assert!(b.enforcer.state().ladder.lever.is_none());
     let on_cluster = b.actor.upmap_now().expect("cluster");
     assert!(on_cluster.balancer.expect("balancer").active, "back on");
     for id in &held {

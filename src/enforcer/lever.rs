@@ -6,7 +6,8 @@
 //! Everything held is given back (released, the balancer put back as it was) when the bound is
 //! suspended (redundancy at risk), after an OVERRIDE, on BLIND, when the lever is refused (an
 //! undersized PG, `require_min_compat_client` below luminous) and whenever the lever is no
-//! longer in force; at SHUTDOWN and START by [`give_back`].
+//! longer in force; at SHUTDOWN (unless keep-throttle leaves them to the next leader,
+//! [`kept_at_exit`]) and at a START or TAKEOVER that does not run the lever by [`give_back`].
 
 use super::backfill_limit::{
     entry_n, is_first_window, lever_step, LeverInput, LeverPolicy, LeverState, LEVER_RUNG,

@@ -590,27 +590,38 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// backfill lever holds is released (ours only) and the balancer put back, from a fresh
     /// read of the cluster.
     async fn give_back_holds(&mut self, when: &'static str) {
-        if self.state.backfill.is_empty() {
-            return;
-        }
-        let view = match self.read_backfill().await {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::error!(target: "decision", "{when}: the backfill lever holds {} PGs and {e}; they stay held (the state keeps them for the next start). By hand: ceph-recovery-budget backfill release, or ceph osd rm-pg-upmap-items PGID for each of {}", self.state.backfill.held.len(), self.state.backfill.held.keys().map(ToString::to_string).collect::<Vec<_>>().join(", "));
-                return;
-            }
-        };
-        let (next, planned, lines) = lever::give_back(&self.policy, &self.state, &view, when);
-        for m in &lines {
-            tracing::warn!(target: "decision", "{m}");
-        }
-        self.state = next;
-        let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
         let now = self.clock.now();
-        if let Some(p) = planned {
-            self.execute(p, &obs, now).await;
+        let held = !self.state.backfill.is_empty();
+        if held {
+            let view = match self.read_backfill().await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(target: "decision", "{when}: the backfill lever holds {} PGs and {e}; they stay held (the state keeps them for the next start). By hand: ceph-recovery-budget backfill release, or ceph osd rm-pg-upmap-items PGID for each of {}", self.state.backfill.held.len(), self.state.backfill.held.keys().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+                    return;
+                }
+            };
+            let (next, planned, lines) = lever::give_back(&self.policy, &self.state, &view, when);
+            for m in &lines {
+                tracing::warn!(target: "decision", "{m}");
+            }
+            self.state = next;
+            let obs = self.last_obs.clone().unwrap_or_else(Observation::quiet);
+            if let Some(p) = planned {
+                self.execute(p, &obs, now).await;
+            }
         }
-        let _ = self.persist(when).await;
+        // Nothing held any more: the lever leaves force in the record too. Left in force, the
+        // next start (or this instance at a TAKEOVER without the lever) would follow its N from
+        // its first cycle, holding PGs with nothing throttled.
+        let ended = self.policy.mode == Mode::Enforce
+            && self.state.backfill.is_empty()
+            && self.state.ladder.lever.is_some();
+        if ended {
+            lever::end(&mut self.state, now);
+        }
+        if held || ended {
+            let _ = self.persist(when).await;
+        }
     }
 
     fn lever_keys(&self) -> Vec<String> {
@@ -1346,8 +1357,8 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             self.step(&snapshot).await;
         }
         self.shut_down().await;
-        // Released only now, after everything was handed back: the next leader starts from a
-        // state with nothing left to restore.
+        // Released only now, after everything was handed back (or, with keep-throttle, left in
+        // the stored state): the next leader starts from what is stored.
         if let Some(link) = self.lease.as_mut() {
             link.release(Duration::from_secs(5)).await;
         }

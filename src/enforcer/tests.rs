@@ -874,6 +874,78 @@ fn exit_with_keep_throttle_at_rung_1_changes_nothing_and_says_what_stays() {
     );
 }
 
+/// keep-throttle with the lever's holds kept: rung 2's limits come back (its `custom` profile
+/// back to the rung-1 one), while the lever's own key (ops per backfilling PG) stays with the
+/// holds and the ladder stays at the lever's rung, as the next leader takes them on. With
+/// nothing held, the same exit leaves the ladder at rung 1 and gives the lever's key back.
+#[test]
+fn exit_with_keep_throttle_and_held_pgs_keeps_the_lever_and_its_key() {
+    use super::backfill_limit::{LeverState, LEVER_RUNG};
+    use super::types::RECOVERY_MAX_SINGLE_START;
+    use crate::backfill::HeldPg;
+    use crate::ceph::parse::upmap::{PgId, UpmapItem};
+    const LIM: &str = "osd_mclock_scheduler_background_recovery_lim";
+    let mut sim = Sim::new(Policy {
+        on_exit: OnExit::KeepThrottle,
+        ..policy()
+    });
+    sim.run(&recovering(50.0), 16 * 60);
+    let mut state = sim.state.clone();
+    let applied = state.applied.as_mut().expect("throttled");
+    applied
+        .values
+        .insert(MCLOCK_PROFILE_KEY.into(), "custom".into());
+    for (k, v) in [(LIM, "300"), (RECOVERY_MAX_SINGLE_START, "4")] {
+        applied.values.insert(k.into(), v.into());
+        state.original.insert(k.into(), None);
+    }
+    state.ladder.rung = LEVER_RUNG;
+    state.ladder.lever = Some(LeverState::start(1, T0));
+    let mut configured = sim.configured.clone();
+    configured.insert(MCLOCK_PROFILE_KEY.into(), Some("custom".into()));
+    configured.insert(LIM.into(), Some("300".into()));
+    configured.insert(RECOVERY_MAX_SINGLE_START.into(), Some("4".into()));
+    let obs = Observation {
+        configured,
+        ..recovering(50.0)
+    };
+    let exit = |state: &EnforcerState| {
+        let (d, _) = on_exit(&sim.policy, &obs, state, T0 + 2000.0);
+        let a = d.action().expect("rung 2 back").clone();
+        let keys: Vec<String> = a.changes.iter().map(|c| c.key.clone()).collect();
+        (a.kind, a.rung, keys)
+    };
+
+    let mut holding = state.clone();
+    holding.backfill.held.insert(
+        PgId { pool: 2, seed: 7 },
+        HeldPg {
+            items: vec![UpmapItem { from: 3, to: 1 }],
+            seq: 0,
+            epoch: 52,
+            up: vec![Some(3), Some(2), Some(0)],
+            acting: vec![Some(1), Some(2), Some(0)],
+            before: Vec::new(),
+        },
+    );
+    let (kind, rung, keys) = exit(&holding);
+    assert_eq!(kind, ActionKind::Descend);
+    assert_eq!(rung, Some((LEVER_RUNG, 0)));
+    assert!(keys.contains(&LIM.to_string()), "{keys:?}");
+    assert!(keys.contains(&MCLOCK_PROFILE_KEY.to_string()), "{keys:?}");
+    assert!(
+        !keys.contains(&RECOVERY_MAX_SINGLE_START.to_string()),
+        "{keys:?}"
+    );
+
+    let (_, rung, keys) = exit(&state);
+    assert_eq!(rung, Some((1, 0)));
+    assert!(
+        keys.contains(&RECOVERY_MAX_SINGLE_START.to_string()),
+        "{keys:?}"
+    );
+}
+
 #[test]
 fn exit_in_observe_mode_changes_nothing() {
     let mut sim = Sim::new(Policy {

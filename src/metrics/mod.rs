@@ -307,7 +307,7 @@ fn render_enforcer(enc: &mut Encoder, v: &EnforcerView) {
     enc.sample(&[], v.backfill_limit.unwrap_or(0) as f64);
     enc.family(&gauge(
         "ceph_recovery_budget_backfill_held_pgs",
-        "PGs the enforcer holds with pg-upmap-items entries it added (its state lists them; released as N allows, on restore, on shutdown and at the next start). Never simulated holds.",
+        "PGs the enforcer holds with pg-upmap-items entries it added (its state lists them; released as N allows, on restore, and on shutdown unless --enforcer.on-exit keep-throttle leaves them to the next instance, which takes them on). Never simulated holds.",
     ));
     enc.sample(&[], v.backfill_held as f64);
     enc.family(&gauge(
