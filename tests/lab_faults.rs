@@ -102,8 +102,12 @@ fn ceph_out(args: &[&str]) -> Result<String, String> {
 
 /// Lever keys in the config database: (who, key, value).
 fn configured_levers() -> Vec<(String, String, String)> {
-    ceph_json(&["config", "dump"])
-        .as_array()
+    levers_in(&ceph_json(&["config", "dump"]))
+}
+
+/// The lever keys of a `config dump`: (who, key, value).
+fn levers_in(dump: &serde_json::Value) -> Vec<(String, String, String)> {
+    dump.as_array()
         .expect("config dump is an array")
         .iter()
         .filter_map(|e| {
@@ -134,7 +138,12 @@ fn configured(key: &str) -> Option<String> {
 }
 
 fn osd_flags() -> BTreeSet<String> {
-    ceph_json(&["osd", "dump"])["flags"]
+    flags_in(&ceph_json(&["osd", "dump"]))
+}
+
+/// The flags of an `osd dump`.
+fn flags_in(dump: &serde_json::Value) -> BTreeSet<String> {
+    dump["flags"]
         .as_str()
         .unwrap_or_default()
         .split(',')
@@ -207,12 +216,16 @@ fn prepare() -> ClusterSettings {
     lab(&["start"]);
     // A row ends with its rebalance undone: the script is run only when something is left to
     // undo (a reweighted OSD, async recovery off), as it costs seconds a row even then.
-    let reweighted = ceph_json(&["osd", "dump"])["osds"]
+    // One read of each map serves the whole preparation: neither the flags nor the lever keys
+    // change with `rebalance-stop`.
+    let osd_dump = ceph_json(&["osd", "dump"]);
+    let config_dump = ceph_json(&["config", "dump"]);
+    let reweighted = osd_dump["osds"]
         .as_array()
         .into_iter()
         .flatten()
         .any(|o| o["weight"].as_f64().is_some_and(|w| w < 1.0));
-    let async_off = ceph_json(&["config", "dump"])
+    let async_off = config_dump
         .as_array()
         .into_iter()
         .flatten()
@@ -227,14 +240,14 @@ fn prepare() -> ClusterSettings {
         who == "osd" && key == "osd_mclock_profile" && value == "balanced"
     };
     let mut profile_set = false;
-    for (who, key, value) in configured_levers() {
+    for (who, key, value) in levers_in(&config_dump) {
         if operators(&who, &key, &value) {
             profile_set = true;
         } else {
             ceph(&["config", "rm", &who, &key]);
         }
     }
-    let set = osd_flags();
+    let set = flags_in(&osd_dump);
     for flag in PAUSE_FLAGS.iter().chain(&["noout"]) {
         if set.contains(*flag) {
             ceph(&["osd", "unset", flag]);

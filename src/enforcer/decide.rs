@@ -304,11 +304,8 @@ pub fn on_exit(
         .filter(|c| needed(c))
         .partition(|c| ladder::above_rung1_keys().contains(&c.key.as_str()));
     // Held PGs kept for the next leader (keep-throttle) keep the ladder at the lever's rung.
-    let rung = if super::lever::kept_at_exit(policy, state) {
-        (LEVER_RUNG, 0)
-    } else {
-        (1, 0)
-    };
+    let lever_kept = super::lever::kept_at_exit(policy, state);
+    let rung = if lever_kept { (LEVER_RUNG, 0) } else { (1, 0) };
     let step = |kind, changes, reason: String| Planned {
         effect: Effect::Config(Action {
             kind,
@@ -348,7 +345,6 @@ pub fn on_exit(
         OnExit::KeepThrottle => {
             // What stays: the rung-1 throttle, and with the lever's holds kept its own key (the
             // ops each backfilling PG may start), which goes with them.
-            let lever_kept = super::lever::kept_at_exit(policy, state);
             let stays = |k: &str| {
                 !ladder::above_rung1_keys().contains(&k)
                     || (lever_kept && k == super::types::RECOVERY_MAX_SINGLE_START)

@@ -417,6 +417,33 @@ async fn holding_leader(name: &str) -> Leader {
     l
 }
 
+/// The cluster as `l` sees it still holds every PG its record lists, the balancer paused.
+fn assert_still_held(l: &Leader) {
+    let on_cluster = l.actor.upmap_now().expect("cluster");
+    assert!(
+        !on_cluster.balancer.expect("balancer").active,
+        "still paused"
+    );
+    for id in l.enforcer.state().backfill.held.keys() {
+        assert!(
+            on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} released"
+        );
+    }
+}
+
+/// None of `held` is held any more on `l`'s cluster, and the balancer is back on.
+fn assert_given_back(l: &Leader, held: &[PgId]) {
+    let on_cluster = l.actor.upmap_now().expect("cluster");
+    assert!(on_cluster.balancer.expect("balancer").active, "back on");
+    for id in held {
+        assert!(
+            !on_cluster.map.pg_upmap_items.contains_key(id),
+            "{id} still held"
+        );
+    }
+}
+
 /// A change of leader is not a reason for a p99 spike: the new leader takes the lever's
 /// record on as it is (the PGs stay held, the balancer paused) and sends nothing at its
 /// TAKEOVER; its cycles release them at the lever's pace. Given back at once, all ten PGs
@@ -434,17 +461,7 @@ async fn a_new_leader_takes_the_levers_holds_on_and_sends_nothing_at_takeover() 
     );
     assert_eq!(b.enforcer.state().backfill.held.len(), 10);
     assert!(b.enforcer.state().backfill.balancer.is_some());
-    let on_cluster = b.actor.upmap_now().expect("cluster");
-    assert!(
-        !on_cluster.balancer.expect("balancer").active,
-        "still paused"
-    );
-    for id in b.enforcer.state().backfill.held.keys() {
-        assert!(
-            on_cluster.map.pg_upmap_items.contains_key(id),
-            "{id} released"
-        );
-    }
+    assert_still_held(&b);
 }
 
 /// A rolling restart with `--enforcer.on-exit keep-throttle`: the stopping leader leaves its
@@ -467,14 +484,7 @@ async fn keep_throttle_leaves_the_holds_to_the_next_leader_and_restore_gives_the
     let b = successor(&mut a, "keepholds-b", |_| {}).await;
     assert_eq!(b.enforcer.state().backfill.held.len(), 10);
     assert!(b.enforcer.state().ladder.lever.is_some());
-    let on_cluster = b.actor.upmap_now().expect("cluster");
-    assert!(!on_cluster.balancer.expect("balancer").active, "paused");
-    for id in b.enforcer.state().backfill.held.keys() {
-        assert!(
-            on_cluster.map.pg_upmap_items.contains_key(id),
-            "{id} released"
-        );
-    }
+    assert_still_held(&b);
 
     let mut c = holding_leader("restoreholds-c").await;
     let held: Vec<PgId> = c.enforcer.state().backfill.held.keys().copied().collect();
@@ -482,14 +492,7 @@ async fn keep_throttle_leaves_the_holds_to_the_next_leader_and_restore_gives_the
     assert!(c.enforcer.state().backfill.is_empty());
     // Out of force in the record too: the next start must not follow the old N.
     assert!(c.enforcer.state().ladder.lever.is_none());
-    let on_cluster = c.actor.upmap_now().expect("cluster");
-    assert!(on_cluster.balancer.expect("balancer").active, "back on");
-    for id in &held {
-        assert!(
-            !on_cluster.map.pg_upmap_items.contains_key(id),
-            "{id} still held"
-        );
-    }
+    assert_given_back(&c, &held);
 }
 
 /// Where the new leader does not run the lever (here `--enforcer.backfill-lever off`), nobody
@@ -502,12 +505,5 @@ async fn a_new_leader_without_the_lever_gives_the_holds_back_at_takeover() {
     assert!(b.enforcer.state().backfill.is_empty());
     // Its cycles must not hold PGs at the old leader's N.
     assert!(b.enforcer.state().ladder.lever.is_none());
-    let on_cluster = b.actor.upmap_now().expect("cluster");
-    assert!(on_cluster.balancer.expect("balancer").active, "back on");
-    for id in &held {
-        assert!(
-            !on_cluster.map.pg_upmap_items.contains_key(id),
-            "{id} still held"
-        );
-    }
+    assert_given_back(&b, &held);
 }

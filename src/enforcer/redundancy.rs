@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(pgs.undersized_pgs, 13);
     }
 
-    /// `unknown`, recorded on the lab a second after `ceph osd pool create crb-new 16`: its 16
+    /// `unknown`, recorded on the lab seconds after `ceph osd pool create crb-new 16`: its 16
     /// PGs are `unknown` until an OSD reports them. No object of theirs can be served then:
     /// the bound is lifted at once, under the default rule only (no PG is undersized).
     #[test]
