@@ -170,6 +170,18 @@ fn status_with_osds(n: usize) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // Parsing.
 
+/// The sizes a group runs: all of them under `cargo bench` (which passes `--bench`), the
+/// smallest only when `cargo test --all-targets` runs the benches once each as a check (at the
+/// test profile's speed the large inputs took over a minute to make; their parsing is tested in
+/// the unit tests, e.g. a hundred thousand undersized PGs).
+fn sizes<T: Copy>(all: &[T]) -> Vec<T> {
+    if std::env::args().any(|a| a == "--bench") {
+        all.to_vec()
+    } else {
+        all.iter().take(1).copied().collect()
+    }
+}
+
 fn mib(b: usize) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -187,7 +199,7 @@ fn parse_status(c: &mut Criterion) {
 fn parse_pgs(c: &mut Criterion) {
     let templates = pg_templates();
     let mut g = c.benchmark_group("parse_pgs");
-    for n in [100usize, 1_000, 10_000, 100_000] {
+    for n in sizes(&[100usize, 1_000, 10_000, 100_000]) {
         let input = pg_ls(&templates, n, 10);
         let parsed = pgs::parse(&input).expect("synthetic pg ls parses");
         assert_eq!(parsed.len(), n);
@@ -213,7 +225,7 @@ fn parse_pgs(c: &mut Criterion) {
 fn count_pgs_brief(c: &mut Criterion) {
     let templates = brief_templates();
     let mut g = c.benchmark_group("count_pgs_brief");
-    for n in [1_000usize, 100_000] {
+    for n in sizes(&[1_000usize, 100_000]) {
         let input = pg_ls(&templates, n, 10);
         let counted = pgs::undersized(&input).expect("synthetic pgs_brief parses");
         assert_eq!(counted.total(), n as u64);
@@ -238,7 +250,7 @@ fn parse_pools(c: &mut Criterion) {
     let templates = pool_templates();
     let mut g = c.benchmark_group("parse_pools");
     g.sample_size(20);
-    for n in [10usize, 100, 1_000] {
+    for n in sizes(&[10usize, 100, 1_000]) {
         let input = pool_ls(&templates, n);
         let parsed = pools::parse(&input).expect("synthetic pool ls parses");
         assert_eq!(parsed.len(), n);
@@ -269,7 +281,7 @@ fn parse_tell_histograms(out: &[u8]) -> BTreeMap<String, ceph_recovery_budget::l
 fn parse_histograms(c: &mut Criterion) {
     let bodies = tell_bodies("lab/healthy.tell-osd-all-perf-histogram-dump.out");
     let mut g = c.benchmark_group("parse_histograms");
-    for n in [10usize, 100, 1_000] {
+    for n in sizes(&[10usize, 100, 1_000]) {
         let input = tell_output(&bodies, n);
         assert_eq!(parse_tell_histograms(&input).len(), n);
         println!(
@@ -303,7 +315,7 @@ fn parse_histograms_filtered(c: &mut Criterion) {
         })
         .collect();
     let mut g = c.benchmark_group("parse_histograms_filtered");
-    for n in [10usize, 1_000, 10_000] {
+    for n in sizes(&[10usize, 1_000, 10_000]) {
         let input = tell_output(&bodies, n);
         assert_eq!(parse_tell_histograms(&input).len(), n);
         println!(
@@ -383,7 +395,7 @@ fn render_group(
     per: impl Fn(usize, usize, usize) -> (String, u64),
 ) {
     let mut g = c.benchmark_group(group);
-    for &(osds, pools, pgs_n) in cases {
+    for (osds, pools, pgs_n) in sizes(cases) {
         let snap = snapshot(osds, pools, pgs_n);
         // Every family must be fresh for the whole run, however long it takes: render "as of"
         // the end of the collection instead of the wall clock (data older than three intervals

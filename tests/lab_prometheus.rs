@@ -772,7 +772,7 @@ fn alerts_follow_a_real_rebalance_and_a_real_failure() {
     let start = Instant::now();
     let mut suspended_and_over = Duration::ZERO;
     let mut last = Instant::now();
-    while start.elapsed() < Duration::from_secs(300) && suspended_and_over < Duration::from_secs(60)
+    while start.elapsed() < Duration::from_secs(300) && suspended_and_over < Duration::from_secs(40)
     {
         let states = prometheus_alert_states(&prom, EXCEEDED);
         assert!(
