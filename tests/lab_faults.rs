@@ -314,13 +314,15 @@ fn end_recovery_and_wait_back(
     // after "clean" (a CI run judged row 9 in that gap, 2026-12-06).
     let mut calm_since: Option<Instant> = None;
     loop {
-        let back = settings_now() == *before;
+        // The instances first (one HTTP request each): while one is busy the settings (six
+        // `ceph` CLI calls, a second of CPU on the lab's two cores) are not read.
         let busy: Vec<&str> = live
             .iter()
             .filter(|i| !i.at_rest())
             .map(|i| i.label.as_str())
             .collect();
-        if back && busy.is_empty() {
+        let back = busy.is_empty() && settings_now() == *before;
+        if back {
             let since = *calm_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= SETTLED_FOR {
                 eprintln!(
@@ -330,7 +332,9 @@ fn end_recovery_and_wait_back(
                 return settings_now();
             }
         } else if start.elapsed() > timeout {
-            eprintln!("faults: {timeout:?} after clean: settings back {back}, still busy {busy:?}");
+            eprintln!(
+                "faults: {timeout:?} after clean: still busy {busy:?}, settings back {back} (read only once none is busy)"
+            );
             return settings_now();
         } else {
             calm_since = None;
