@@ -25,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ceph_recovery_budget::ceph::parse::upmap::PgId;
+use ceph_recovery_budget::enforcer::unowned;
 use common::*;
 
 /// Config keys the enforcer's levers use (mClock and wpq), compared before and after.
@@ -1528,18 +1530,6 @@ const LEVER: [&str; 2] = ["--enforcer.max-rung", "3"];
 /// The pool row 11 deletes.
 const DOOMED: &str = "crb-doomed";
 
-/// How many `pg_upmap_items` entries an UNOWNED line names at most (src/enforcer/unowned.rs).
-const UNOWNED_PGS_NAMED: usize = 8;
-
-/// A PG id's place in Ceph's order: pool, then the seed (hex).
-fn pg_order(id: &str) -> (u64, u64) {
-    let (pool, seed) = id.split_once('.').unwrap_or((id, ""));
-    (
-        pool.parse().unwrap_or(u64::MAX),
-        u64::from_str_radix(seed, 16).unwrap_or(u64::MAX),
-    )
-}
-
 /// The count of an UNOWNED line's `pg_upmap_items=N PGs`.
 fn upmap_count_in(line: &str) -> Option<usize> {
     let rest = line.split("pg_upmap_items=").nth(1)?;
@@ -2224,9 +2214,9 @@ fn row_state_deleted(n: usize) -> Report {
     // lab that had run other tests, and an orphan was then past the eighth, 2026-12-07.)
     let shown: Vec<String> = {
         let mut ids: Vec<String> = upmap_items().into_keys().collect();
-        ids.sort_by_key(|id| pg_order(id));
+        ids.sort_by_key(|id| id.parse::<PgId>().ok());
         ids.into_iter()
-            .take(UNOWNED_PGS_NAMED)
+            .take(unowned::PGS_NAMED)
             .filter(|id| orphans.contains_key(id))
             .collect()
     };

@@ -69,8 +69,9 @@ impl Unowned {
     }
 }
 
-/// The PGs named in a line; the count says how many there are in all.
-const PGS_NAMED: usize = 8;
+/// The PGs named in a line, the first in the map's order; the count says how many there are in
+/// all.
+pub const PGS_NAMED: usize = 8;
 
 /// The backfill lever's kind of change without a record: every `pg_upmap_items` entry of the
 /// OSD map that the record does not hold with those exact items (the balancer's, an
