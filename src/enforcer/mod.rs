@@ -21,6 +21,7 @@ pub mod effect;
 pub mod event;
 pub mod flags;
 pub mod ladder;
+pub mod levels;
 pub mod lever;
 pub mod observation;
 pub mod outcome;

@@ -91,8 +91,9 @@ impl Seen {
     }
 }
 
-/// xorshift64*: a reproducible stream per seed, without a dependency for tests.
-struct Rng(u64);
+/// xorshift64*: a reproducible stream per seed, without a dependency for tests (the level
+/// controller's plant uses it too).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
     fn unit(&mut self) -> f64 {
@@ -103,7 +104,7 @@ impl Rng {
     }
 
     /// exp(N(0, sigma)), Box-Muller.
-    fn lognormal(&mut self, sigma: f64) -> f64 {
+    pub(super) fn lognormal(&mut self, sigma: f64) -> f64 {
         let (u, v) = (self.unit().max(1e-12), self.unit());
         let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
         (sigma * z).exp()

@@ -1,0 +1,471 @@
+//! The position on the list of levels, and the one rule that moves it.
+//!
+//! The model, in one paragraph: each recovery starts at the operator's level. Once per latency
+//! window measured entirely under the level in force, the window's client p99 (as a fraction of
+//! the bound) is judged. A window over the bound moves down at once, more levels the further
+//! over it is. Otherwise the level's estimate decides: the mean of its last windows, the first
+//! window after each move left out (the move's own switch-over: PGs that start or stop peer).
+//! Confidently over the aim (the mean less its standard error above it): one level down.
+//! Confidently under it (so at least two windows), and this window under it too: one level up,
+//! unless the level above is
+//! known to be too much (its estimate confidently over the aim, or the first window after a
+//! move up to it over the bound: a step up that made it worse); such a level is not tried again
+//! until what was seen of it is forgotten, a time that doubles each time it proves too much in
+//! the same recovery. Otherwise hold. No client write in a window is room: nothing to protect.
+//! The throttle, the spending of the budget, "a step made it worse" and the way back are this
+//! one rule.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::list::Levels;
+use crate::enforcer::types::Time;
+
+/// The controller's constants; each is a default to be set by the matrix of recoveries
+/// (issue 35 point 4), not one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tuning {
+    /// Steer each level's mean p99 to this fraction of the bound (the OSDs' histogram reads
+    /// 5-15% below the client's own p99 on the lab: docs/enforcer.md).
+    pub aim: f64,
+    /// Seconds of one latency window: a level is judged on windows measured entirely under it.
+    pub window: f64,
+    /// Windows remembered per level (the mean of these is the level's estimate).
+    pub kept: usize,
+    /// Windows before a level's estimate is judged (one window's noise is not an estimate).
+    pub estimate_after: usize,
+    /// Seconds after which what was seen of a level is forgotten; doubles each time the level
+    /// proves too much again in the same recovery, at most `forget_max_doublings` times. Each
+    /// try of a level that is too much may cost one window over the bound: first after 10
+    /// windows, then 20, 40, 80 keeps the tries to about log2(W / 10) in a recovery of W
+    /// windows (3 in 80), under the tenth of the windows the goal allows.
+    pub forget_after: f64,
+    pub forget_max_doublings: u32,
+}
+
+impl Tuning {
+    /// The defaults for a latency window of `window` seconds.
+    pub fn for_window(window: f64) -> Self {
+        Tuning {
+            aim: 0.9,
+            window,
+            kept: 6,
+            estimate_after: 2,
+            forget_after: 20.0 * window,
+            forget_max_doublings: 3,
+        }
+    }
+}
+
+/// What was seen of one level in this recovery.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Seen {
+    /// The last windows' p99, as fractions of the bound, oldest first.
+    pub windows: VecDeque<f64>,
+    /// When the newest was recorded.
+    pub last: Time,
+    /// How often this level has proved too much in this recovery.
+    pub blocked: u32,
+    /// The first window after a move up to this level was over the bound.
+    pub broke_the_bound: bool,
+}
+
+impl Seen {
+    pub fn mean(&self) -> Option<f64> {
+        (!self.windows.is_empty())
+            .then(|| self.windows.iter().sum::<f64>() / self.windows.len() as f64)
+    }
+
+    /// The mean and its standard error, once there are `estimate_after` windows.
+    pub fn estimate(&self, tuning: &Tuning) -> Option<(f64, f64)> {
+        let n = self.windows.len();
+        if n < tuning.estimate_after.max(2) {
+            return None;
+        }
+        let mean = self.mean()?;
+        let var = self.windows.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        Some((mean, (var / n as f64).sqrt()))
+    }
+
+    /// Confidently over the aim.
+    fn over_aim(&self, tuning: &Tuning) -> bool {
+        self.estimate(tuning)
+            .is_some_and(|(m, se)| m - se > tuning.aim)
+    }
+
+    /// Too much: not to be moved up to until forgotten.
+    fn too_much(&self, tuning: &Tuning) -> bool {
+        self.broke_the_bound || self.over_aim(tuning)
+    }
+}
+
+/// Why the position moved or held: the fields of the decision line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Why {
+    /// The level in force has not yet had a whole window.
+    Settling,
+    /// This window's p99 over the bound: down `levels` at once.
+    OverBound { p99: f64 },
+    /// The level's windows average over the aim (by more than their standard error).
+    OverAim { mean: f64 },
+    /// This window and the level's windows under the aim: one up.
+    Room { mean: f64 },
+    /// The first window after a move, within the bound: the move's own switch-over, not
+    /// counted in the level's estimate.
+    AfterMove { p99: f64 },
+    /// No client write in the window: nothing to protect.
+    NoWrites,
+    /// Under the aim, but the level above averaged over it in this recovery.
+    AboveIsOver { mean: f64, above_mean: f64 },
+    /// Under the aim with nothing faster allowed (the operator's ceiling).
+    AtCeiling,
+    /// Over the aim with nothing slower left.
+    AtBottom,
+    /// Within the bound, neither confidently over nor under the aim: held.
+    Within { mean: f64 },
+}
+
+/// One decision: from where, to where, and why (`from == to`: held).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub from: usize,
+    pub to: usize,
+    pub why: Why,
+}
+
+/// The position in one recovery.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Position {
+    pub at: usize,
+    /// When the last window was judged or the level last changed: the next window is judged
+    /// once a whole one has passed since.
+    pub since: Time,
+    pub seen: BTreeMap<usize, Seen>,
+    /// The level in force was just reached (by a move up: `Some(true)`), its first window
+    /// not yet judged; a recovery's start counts as a move (its own peering).
+    pub fresh: Option<bool>,
+}
+
+impl Position {
+    /// A recovery starts at the operator's own level.
+    pub fn start(levels: &Levels, now: Time) -> Self {
+        Position {
+            at: levels.home,
+            since: now,
+            seen: BTreeMap::new(),
+            fresh: Some(false),
+        }
+    }
+
+    /// One collection: `p99` is the last window's client p99 write, in seconds, `None` when no
+    /// client wrote in it; `bound` the policy's bound.
+    pub fn step(
+        &mut self,
+        levels: &Levels,
+        tuning: &Tuning,
+        p99: Option<f64>,
+        bound: f64,
+        now: Time,
+    ) -> Decision {
+        let from = self.at;
+        let hold = |why| Decision {
+            from,
+            to: from,
+            why,
+        };
+        if now - self.since < tuning.window - 1e-9 {
+            return hold(Why::Settling);
+        }
+        self.forget(tuning, now);
+        self.since = now;
+        let Some(p99) = p99 else {
+            return self.up_or(levels, None, Why::NoWrites, from);
+        };
+        let ratio = p99 / bound;
+        let fresh = self.fresh.take();
+        let seen = self.seen.entry(from).or_default();
+        seen.last = now;
+        if fresh == Some(true) && ratio > 1.0 {
+            seen.broke_the_bound = true;
+        }
+        if ratio > 1.0 {
+            // Further over, further down: one level per half-doubling over the aim.
+            let over = (ratio / tuning.aim).log2();
+            let by = ((2.0 * over).ceil() as usize).max(1);
+            return self.down(levels, tuning, by, Why::OverBound { p99: ratio });
+        }
+        if fresh.is_some() {
+            return hold(Why::AfterMove { p99: ratio });
+        }
+        seen.windows.push_back(ratio);
+        while seen.windows.len() > tuning.kept {
+            seen.windows.pop_front();
+        }
+        let mean = seen.mean().unwrap_or(ratio);
+        if seen.over_aim(tuning) {
+            return self.down(levels, tuning, 1, Why::OverAim { mean });
+        }
+        let room = ratio <= tuning.aim
+            && seen
+                .estimate(tuning)
+                .is_some_and(|(m, se)| m + se < tuning.aim);
+        if !room {
+            return hold(Why::Within { mean });
+        }
+        self.up_or(levels, Some(tuning), Why::Room { mean }, from)
+    }
+
+    /// One level up, unless the level above blocks it (`tuning` None: nothing blocks, as when
+    /// no client writes).
+    fn up_or(
+        &mut self,
+        levels: &Levels,
+        tuning: Option<&Tuning>,
+        why: Why,
+        from: usize,
+    ) -> Decision {
+        if from == levels.top() {
+            return Decision {
+                from,
+                to: from,
+                why: Why::AtCeiling,
+            };
+        }
+        let above = from - 1;
+        if let (Some(t), Why::Room { mean }) = (tuning, &why) {
+            if let Some(s) = self.seen.get(&above) {
+                let above_mean = s.mean().unwrap_or(0.0);
+                if s.too_much(t) {
+                    return Decision {
+                        from,
+                        to: from,
+                        why: Why::AboveIsOver {
+                            mean: *mean,
+                            above_mean,
+                        },
+                    };
+                }
+            }
+        }
+        self.at = above;
+        self.fresh = Some(true);
+        Decision {
+            from,
+            to: above,
+            why,
+        }
+    }
+
+    /// `by` levels down; a level whose windows already average over the aim is passed over.
+    fn down(&mut self, levels: &Levels, tuning: &Tuning, by: usize, why: Why) -> Decision {
+        let from = self.at;
+        if from == levels.bottom() {
+            return Decision {
+                from,
+                to: from,
+                why: Why::AtBottom,
+            };
+        }
+        // The level left behind blocks from now on if it has been seen enough.
+        if let Some(s) = self.seen.get_mut(&from) {
+            if s.too_much(tuning) {
+                s.blocked += 1;
+            }
+        }
+        let mut to = (from + by).min(levels.bottom());
+        while to < levels.bottom() && self.seen.get(&to).is_some_and(|s| s.too_much(tuning)) {
+            to += 1;
+        }
+        self.at = to;
+        self.fresh = Some(false);
+        Decision { from, to, why }
+    }
+
+    /// Drops what was seen of a level long enough ago (the recovery changes as PGs finish).
+    fn forget(&mut self, tuning: &Tuning, now: Time) {
+        let at = self.at;
+        self.seen.retain(|level, s| {
+            let doublings = s.blocked.saturating_sub(1).min(tuning.forget_max_doublings);
+            let keep_for = tuning.forget_after * f64::from(1u32 << doublings);
+            // The level in force is never forgotten: its windows are its estimate.
+            *level == at || now - s.last < keep_for
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::list::{levels, Allowed, Ceiling, Facts, Queue};
+    use super::*;
+
+    fn pacific() -> Levels {
+        levels(
+            &Facts {
+                queue: Queue::Mclock {
+                    backfills_honoured: false,
+                },
+                operator_profile: "high_client_ops".into(),
+                operator_backfills: 1000,
+                moving_pgs: 19,
+            },
+            &Allowed {
+                ceiling: Ceiling::HighRecoveryOps,
+                lever: true,
+                pause_max_share: 0.8,
+                recovery_sleeps: vec![],
+            },
+        )
+    }
+
+    const BOUND: f64 = 0.032;
+
+    /// Feeds one p99 (as a fraction of the bound) per window.
+    fn feed(
+        pos: &mut Position,
+        l: &Levels,
+        t: &Tuning,
+        now: &mut f64,
+        ratio: Option<f64>,
+    ) -> Decision {
+        *now += t.window;
+        pos.step(l, t, ratio.map(|r| r * BOUND), BOUND, *now)
+    }
+
+    #[test]
+    fn nothing_moves_before_a_whole_window_under_the_level_in_force() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        let d = pos.step(&l, &t, Some(3.0 * BOUND), BOUND, 4.0);
+        assert_eq!(d.why, Why::Settling);
+        assert_eq!(pos.at, l.home);
+    }
+
+    #[test]
+    fn the_further_over_the_bound_the_further_down_in_one_move() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        for (ratio, by) in [(1.1, 1), (1.8, 2), (3.6, 4)] {
+            let mut pos = Position::start(&l, 0.0);
+            let mut now = 0.0;
+            let d = feed(&mut pos, &l, &t, &mut now, Some(ratio));
+            assert_eq!(d.to - d.from, by, "{ratio}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn room_under_the_aim_moves_up_until_the_ceiling() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        pos.at = l.home + 3;
+        let mut now = 0.0;
+        // Each level: the move's own window, then two under the aim (an estimate).
+        for _ in 0..12 {
+            feed(&mut pos, &l, &t, &mut now, Some(0.5));
+        }
+        assert_eq!(pos.at, l.top());
+        let whys: Vec<Why> = (0..3)
+            .map(|_| feed(&mut pos, &l, &t, &mut now, Some(0.5)).why)
+            .collect();
+        assert_eq!(whys[2], Why::AtCeiling, "{whys:?}");
+    }
+
+    #[test]
+    fn a_level_whose_windows_average_over_the_aim_is_left_and_not_tried_again_until_forgotten() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        let mut now = 0.0;
+        let low = l.home + 2;
+        pos.at = low + 1;
+        for _ in 0..3 {
+            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        }
+        assert_eq!(pos.at, low, "room: one up");
+        let d = feed(&mut pos, &l, &t, &mut now, Some(0.97));
+        assert!(
+            matches!(d.why, Why::AfterMove { .. }),
+            "the move's own window: {d:?}"
+        );
+        feed(&mut pos, &l, &t, &mut now, Some(0.95));
+        assert_eq!(pos.at, low, "one window is no estimate");
+        let d = feed(&mut pos, &l, &t, &mut now, Some(0.97));
+        assert!(matches!(d.why, Why::OverAim { .. }), "{d:?}");
+        assert_eq!(pos.at, low + 1);
+        feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        let d = feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        assert!(matches!(d.why, Why::AboveIsOver { .. }), "{d:?}");
+        // Forgotten after forget_after (the first time: no doubling): tried again.
+        let left_at = now - 2.0 * t.window;
+        while pos.at != low {
+            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+            assert!(now - left_at < 2.0 * t.forget_after, "never tried again");
+        }
+        assert!(now - left_at >= t.forget_after);
+    }
+
+    #[test]
+    fn a_step_up_whose_first_window_breaks_the_bound_is_not_tried_again_soon() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        let mut now = 0.0;
+        let low = l.home + 3;
+        pos.at = low + 1;
+        for _ in 0..3 {
+            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        }
+        assert_eq!(pos.at, low);
+        feed(&mut pos, &l, &t, &mut now, Some(1.05));
+        assert_eq!(pos.at, low + 1);
+        feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        let d = feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        assert!(matches!(d.why, Why::AboveIsOver { .. }), "{d:?}");
+        // A level over the bound at the recovery's start (not after a move up) is no such
+        // verdict: its own peering.
+        let mut pos = Position::start(&l, 0.0);
+        let mut now = 0.0;
+        feed(&mut pos, &l, &t, &mut now, Some(1.05));
+        assert_eq!(pos.at, l.home + 1);
+        for _ in 0..3 {
+            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        }
+        assert_eq!(pos.at, l.home, "back up once the level below shows room");
+    }
+
+    #[test]
+    fn no_client_writes_is_room_whatever_was_seen() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        let mut now = 0.0;
+        feed(&mut pos, &l, &t, &mut now, Some(3.0));
+        let low = pos.at;
+        let d = feed(&mut pos, &l, &t, &mut now, None);
+        assert_eq!((d.to, d.why), (low - 1, Why::NoWrites));
+    }
+
+    #[test]
+    fn a_level_holds_until_its_windows_are_confidently_over_or_under_the_aim() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        pos.at = l.top();
+        let mut now = 0.0;
+        let whys: Vec<Why> = [0.5, 0.85, 0.95, 0.97, 0.97]
+            .into_iter()
+            .map(|r| feed(&mut pos, &l, &t, &mut now, Some(r)).why)
+            .collect();
+        assert!(matches!(whys[0], Why::AfterMove { .. }), "{whys:?}");
+        // One window is no estimate: held, though under the aim.
+        assert!(matches!(whys[1], Why::Within { .. }), "{whys:?}");
+        // Mean 0.90 and 0.92, each within a standard error of the aim: held.
+        assert!(matches!(whys[2], Why::Within { .. }), "{whys:?}");
+        assert!(matches!(whys[3], Why::Within { .. }), "{whys:?}");
+        // Mean 0.935, more than its standard error (0.029) over the aim.
+        assert!(matches!(whys[4], Why::OverAim { .. }), "{whys:?}");
+        assert_eq!(pos.at, l.top() + 1);
+    }
+}
