@@ -37,9 +37,9 @@ pub struct Tuning {
     pub estimate_after: usize,
     /// Seconds after which what was seen of a level is forgotten; doubles each time the level
     /// proves too much again in the same recovery, at most `forget_max_doublings` times. Each
-    /// try of a level that is too much may cost one window over the bound: first after 10
-    /// windows, then 20, 40, 80 keeps the tries to about log2(W / 10) in a recovery of W
-    /// windows (3 in 80), under the tenth of the windows the goal allows.
+    /// try of a level that is too much may cost one window over the bound: first after 20
+    /// windows, then 40, 80, 160 keeps the tries to about log2(W / 20) in a recovery of W
+    /// windows (2 in 80), under the tenth of the windows the goal allows.
     pub forget_after: f64,
     pub forget_max_doublings: u32,
 }
@@ -116,8 +116,9 @@ pub enum Why {
     AfterMove { p99: f64 },
     /// No client write in the window: nothing to protect.
     NoWrites,
-    /// Under the aim, but the level above averaged over it in this recovery.
-    AboveIsOver { mean: f64, above_mean: f64 },
+    /// Under the aim, but the level above proved too much in this recovery: its mean, or
+    /// None when it broke the bound right after a move up to it.
+    AboveIsOver { mean: f64, above_mean: Option<f64> },
     /// Under the aim with nothing faster allowed (the operator's ceiling).
     AtCeiling,
     /// Over the aim with nothing slower left.
@@ -189,6 +190,13 @@ impl Position {
         if fresh == Some(true) && ratio > 1.0 {
             seen.broke_the_bound = true;
         }
+        // Every window but the move's own counts in the level's estimate, over the bound too.
+        if fresh.is_none() {
+            seen.windows.push_back(ratio);
+            while seen.windows.len() > tuning.kept {
+                seen.windows.pop_front();
+            }
+        }
         if ratio > 1.0 {
             // Further over, further down: one level per half-doubling over the aim.
             let over = (ratio / tuning.aim).log2();
@@ -197,10 +205,6 @@ impl Position {
         }
         if fresh.is_some() {
             return hold(Why::AfterMove { p99: ratio });
-        }
-        seen.windows.push_back(ratio);
-        while seen.windows.len() > tuning.kept {
-            seen.windows.pop_front();
         }
         let mean = seen.mean().unwrap_or(ratio);
         if seen.over_aim(tuning) {
@@ -235,7 +239,7 @@ impl Position {
         let above = from - 1;
         if let (Some(t), Why::Room { mean }) = (tuning, &why) {
             if let Some(s) = self.seen.get(&above) {
-                let above_mean = s.mean().unwrap_or(0.0);
+                let above_mean = (!s.broke_the_bound).then(|| s.mean()).flatten();
                 if s.too_much(t) {
                     return Decision {
                         from,
@@ -282,15 +286,22 @@ impl Position {
         Decision { from, to, why }
     }
 
-    /// Drops what was seen of a level long enough ago (the recovery changes as PGs finish).
+    /// Forgets the windows of a level seen long enough ago (the recovery changes as PGs
+    /// finish); how often it proved too much is kept, so that the next time it is forgotten
+    /// later.
     fn forget(&mut self, tuning: &Tuning, now: Time) {
-        let at = self.at;
-        self.seen.retain(|level, s| {
+        for (level, s) in self.seen.iter_mut() {
+            // The level in force is never forgotten: its windows are its estimate.
+            if *level == self.at {
+                continue;
+            }
             let doublings = s.blocked.saturating_sub(1).min(tuning.forget_max_doublings);
             let keep_for = tuning.forget_after * f64::from(1u32 << doublings);
-            // The level in force is never forgotten: its windows are its estimate.
-            *level == at || now - s.last < keep_for
-        });
+            if now - s.last >= keep_for {
+                s.windows.clear();
+                s.broke_the_bound = false;
+            }
+        }
     }
 }
 
@@ -346,7 +357,7 @@ mod tests {
     fn the_further_over_the_bound_the_further_down_in_one_move() {
         let l = pacific();
         let t = Tuning::for_window(10.0);
-        for (ratio, by) in [(1.1, 1), (1.8, 2), (3.6, 4)] {
+        for (ratio, by) in [(1.1, 1), (1.7, 2), (3.4, 4)] {
             let mut pos = Position::start(&l, 0.0);
             let mut now = 0.0;
             let d = feed(&mut pos, &l, &t, &mut now, Some(ratio));
@@ -404,6 +415,31 @@ mod tests {
             assert!(now - left_at < 2.0 * t.forget_after, "never tried again");
         }
         assert!(now - left_at >= t.forget_after);
+    }
+
+    #[test]
+    fn a_level_that_proves_too_much_again_is_forgotten_twice_as_late() {
+        let l = pacific();
+        let t = Tuning::for_window(10.0);
+        let mut pos = Position::start(&l, 0.0);
+        let mut now = 0.0;
+        let low = l.home + 3;
+        pos.at = low + 1;
+        // Room below, the level above breaks the bound each time it is tried: the waits
+        // between tries double.
+        let mut tries = Vec::new();
+        while tries.len() < 3 && now < 5000.0 {
+            let ratio = if pos.at == low { 1.05 } else { 0.6 };
+            let before = pos.at;
+            feed(&mut pos, &l, &t, &mut now, Some(ratio));
+            if before == low + 1 && pos.at == low {
+                tries.push(now);
+            }
+        }
+        assert_eq!(tries.len(), 3, "{tries:?}");
+        let (first, second) = (tries[1] - tries[0], tries[2] - tries[1]);
+        assert!(first >= t.forget_after, "{tries:?}");
+        assert!(second >= 2.0 * t.forget_after, "{tries:?}");
     }
 
     #[test]

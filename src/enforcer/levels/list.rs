@@ -103,12 +103,14 @@ pub struct Facts {
     pub operator_profile: String,
     /// The operator's `osd_max_backfills` as the OSDs run it (1 from Reef on).
     pub operator_backfills: u32,
-    /// PGs backfilling or waiting to, at the recovery's start: the backfill lever's N lies
-    /// below it.
+    /// PGs that backfill at once where the backfill lever begins (with every restraint above
+    /// it in force: on Reef one backfill per OSD), at most the PGs the recovery moves: the
+    /// lever's N lies below it (a larger N would hold nothing).
     pub moving_pgs: usize,
 }
 
-/// The fastest level the operator allows (`--enforcer.max-level`).
+/// The fastest level the operator allows (to be `--enforcer.max-level` once `serve` runs
+/// this controller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ceiling {
     /// Never faster than the operator's settings: the controller only throttles.
