@@ -7,11 +7,10 @@
 //! window after each move left out (the move's own switch-over: PGs that start or stop peer).
 //! Confidently over the aim (the mean less its standard error above it): one level down.
 //! Confidently under it (so at least two windows), and this window under it too: one level up,
-//! unless the level above is
-//! known to be too much (its estimate confidently over the aim, or the first window after a
-//! move up to it over the bound: a step up that made it worse); such a level is not tried again
-//! until what was seen of it is forgotten, a time that doubles each time it proves too much in
-//! the same recovery. Otherwise hold. No client write in a window is room: nothing to protect.
+//! unless the level above is known to be too much (its estimate confidently over the aim, or
+//! the first window after a move up to it over the bound: a step up that made it worse); such a
+//! level is not tried again until what was seen of it is forgotten, a time that doubles each
+//! time it proves too much in the same recovery. Otherwise hold. No client write in a window is room: nothing to protect.
 //! The throttle, the spending of the budget, "a step made it worse" and the way back are this
 //! one rule.
 
