@@ -21,6 +21,7 @@
 //! test says so and is ignored until the controller meets it.
 //!
 //! The enforcer reads the mean of the last window's ticks, as the OSDs' histogram gives it.
+//! The level controller's plant (`levels/plant_tests.rs`) uses the same constants.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,16 +31,16 @@ use super::policy::{Mode, Policy};
 use super::types::{Time, RECOVERY_MAX_SINGLE_START};
 
 /// Objects each moving PG holds.
-const OBJECTS_PER_PG: f64 = 300.0;
+pub(super) const OBJECTS_PER_PG: f64 = 300.0;
 /// The throughput the OSDs give recovery when nothing holds it back, objects/s.
-const FULL_RATE: f64 = 20.0;
+pub(super) const FULL_RATE: f64 = 20.0;
 /// The (ops-weighted) PGs at which throughput is half the full rate.
-const HALF: f64 = 4.0;
+pub(super) const HALF: f64 = 4.0;
 /// One tick's p99 when a released PG starts to backfill (it re-peers).
-const RELEASE_PEERING: f64 = 1.5;
-const TICK: f64 = 2.0;
-const WINDOW: f64 = 10.0;
-const BASE_MS: f64 = 16.0;
+pub(super) const RELEASE_PEERING: f64 = 1.5;
+pub(super) const TICK: f64 = 2.0;
+pub(super) const WINDOW: f64 = 10.0;
+pub(super) const BASE_MS: f64 = 16.0;
 const BOUND_MS: f64 = 2.0 * BASE_MS;
 
 /// How much one unit of recovery throughput costs clients.
@@ -255,7 +256,7 @@ fn observe(mut p: Policy) -> Policy {
     p
 }
 
-const SEEDS: u64 = 20;
+pub(super) const SEEDS: u64 = 20;
 
 /// Pacific's rebalance on the lab: every PG at once costs clients about 2.8x their baseline.
 const PACIFIC_REBALANCE: Plant = Plant {

@@ -330,168 +330,164 @@ mod tests {
 
     const BOUND: f64 = 0.032;
 
-    /// Feeds one p99 (as a fraction of the bound) per window.
-    fn feed(
-        pos: &mut Position,
-        l: &Levels,
-        t: &Tuning,
-        now: &mut f64,
-        ratio: Option<f64>,
-    ) -> Decision {
-        *now += t.window;
-        pos.step(l, t, ratio.map(|r| r * BOUND), BOUND, *now)
+    /// One recovery on Pacific's levels, fed one window at a time.
+    struct Run {
+        l: Levels,
+        t: Tuning,
+        pos: Position,
+        now: f64,
+    }
+
+    impl Run {
+        fn new() -> Self {
+            let l = pacific();
+            let pos = Position::start(&l, 0.0);
+            Run {
+                l,
+                t: Tuning::for_window(10.0),
+                pos,
+                now: 0.0,
+            }
+        }
+
+        /// Feeds one window's p99 (a fraction of the bound; None: no client wrote).
+        fn feed(&mut self, ratio: Option<f64>) -> Decision {
+            self.now += self.t.window;
+            let p99 = ratio.map(|r| r * BOUND);
+            self.pos.step(&self.l, &self.t, p99, BOUND, self.now)
+        }
     }
 
     #[test]
     fn nothing_moves_before_a_whole_window_under_the_level_in_force() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        let d = pos.step(&l, &t, Some(3.0 * BOUND), BOUND, 4.0);
+        let mut r = Run::new();
+        let d = r.pos.step(&r.l, &r.t, Some(3.0 * BOUND), BOUND, 4.0);
         assert_eq!(d.why, Why::Settling);
-        assert_eq!(pos.at, l.home);
+        assert_eq!(r.pos.at, r.l.home);
     }
 
     #[test]
     fn the_further_over_the_bound_the_further_down_in_one_move() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
         for (ratio, by) in [(1.1, 1), (1.7, 2), (3.4, 4)] {
-            let mut pos = Position::start(&l, 0.0);
-            let mut now = 0.0;
-            let d = feed(&mut pos, &l, &t, &mut now, Some(ratio));
+            let mut r = Run::new();
+            let d = r.feed(Some(ratio));
             assert_eq!(d.to - d.from, by, "{ratio}: {d:?}");
         }
     }
 
     #[test]
     fn room_under_the_aim_moves_up_until_the_ceiling() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        pos.at = l.home + 3;
-        let mut now = 0.0;
+        let mut r = Run::new();
+        r.pos.at = r.l.home + 3;
         // Each level: the move's own window, then two under the aim (an estimate).
         for _ in 0..12 {
-            feed(&mut pos, &l, &t, &mut now, Some(0.5));
+            r.feed(Some(0.5));
         }
-        assert_eq!(pos.at, l.top());
-        let whys: Vec<Why> = (0..3)
-            .map(|_| feed(&mut pos, &l, &t, &mut now, Some(0.5)).why)
-            .collect();
+        assert_eq!(r.pos.at, r.l.top());
+        let whys: Vec<Why> = (0..3).map(|_| r.feed(Some(0.5)).why).collect();
         assert_eq!(whys[2], Why::AtCeiling, "{whys:?}");
     }
 
     #[test]
     fn a_level_whose_windows_average_over_the_aim_is_left_and_not_tried_again_until_forgotten() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        let mut now = 0.0;
-        let low = l.home + 2;
-        pos.at = low + 1;
+        let mut r = Run::new();
+        let low = r.l.home + 2;
+        r.pos.at = low + 1;
         for _ in 0..3 {
-            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+            r.feed(Some(0.6));
         }
-        assert_eq!(pos.at, low, "room: one up");
-        let d = feed(&mut pos, &l, &t, &mut now, Some(0.97));
+        assert_eq!(r.pos.at, low, "room: one up");
+        let d = r.feed(Some(0.97));
         assert!(
             matches!(d.why, Why::AfterMove { .. }),
             "the move's own window: {d:?}"
         );
-        feed(&mut pos, &l, &t, &mut now, Some(0.95));
-        assert_eq!(pos.at, low, "one window is no estimate");
-        let d = feed(&mut pos, &l, &t, &mut now, Some(0.97));
+        r.feed(Some(0.95));
+        assert_eq!(r.pos.at, low, "one window is no estimate");
+        let d = r.feed(Some(0.97));
         assert!(matches!(d.why, Why::OverAim { .. }), "{d:?}");
-        assert_eq!(pos.at, low + 1);
-        feed(&mut pos, &l, &t, &mut now, Some(0.6));
-        let d = feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        assert_eq!(r.pos.at, low + 1);
+        r.feed(Some(0.6));
+        let d = r.feed(Some(0.6));
         assert!(matches!(d.why, Why::AboveIsOver { .. }), "{d:?}");
         // Forgotten after forget_after (the first time: no doubling): tried again.
-        let left_at = now - 2.0 * t.window;
-        while pos.at != low {
-            feed(&mut pos, &l, &t, &mut now, Some(0.6));
-            assert!(now - left_at < 2.0 * t.forget_after, "never tried again");
+        let left_at = r.now - 2.0 * r.t.window;
+        while r.pos.at != low {
+            r.feed(Some(0.6));
+            assert!(
+                r.now - left_at < 2.0 * r.t.forget_after,
+                "never tried again"
+            );
         }
-        assert!(now - left_at >= t.forget_after);
+        assert!(r.now - left_at >= r.t.forget_after);
     }
 
     #[test]
     fn a_level_that_proves_too_much_again_is_forgotten_twice_as_late() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        let mut now = 0.0;
-        let low = l.home + 3;
-        pos.at = low + 1;
+        let mut r = Run::new();
+        let low = r.l.home + 3;
+        r.pos.at = low + 1;
         // Room below, the level above breaks the bound each time it is tried: the waits
         // between tries double.
         let mut tries = Vec::new();
-        while tries.len() < 3 && now < 5000.0 {
-            let ratio = if pos.at == low { 1.05 } else { 0.6 };
-            let before = pos.at;
-            feed(&mut pos, &l, &t, &mut now, Some(ratio));
-            if before == low + 1 && pos.at == low {
-                tries.push(now);
+        while tries.len() < 3 && r.now < 5000.0 {
+            let ratio = if r.pos.at == low { 1.05 } else { 0.6 };
+            let before = r.pos.at;
+            r.feed(Some(ratio));
+            if before == low + 1 && r.pos.at == low {
+                tries.push(r.now);
             }
         }
         assert_eq!(tries.len(), 3, "{tries:?}");
         let (first, second) = (tries[1] - tries[0], tries[2] - tries[1]);
-        assert!(first >= t.forget_after, "{tries:?}");
-        assert!(second >= 2.0 * t.forget_after, "{tries:?}");
+        assert!(first >= r.t.forget_after, "{tries:?}");
+        assert!(second >= 2.0 * r.t.forget_after, "{tries:?}");
     }
 
     #[test]
     fn a_step_up_whose_first_window_breaks_the_bound_is_not_tried_again_soon() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        let mut now = 0.0;
-        let low = l.home + 3;
-        pos.at = low + 1;
+        let mut r = Run::new();
+        let low = r.l.home + 3;
+        r.pos.at = low + 1;
         for _ in 0..3 {
-            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+            r.feed(Some(0.6));
         }
-        assert_eq!(pos.at, low);
-        feed(&mut pos, &l, &t, &mut now, Some(1.05));
-        assert_eq!(pos.at, low + 1);
-        feed(&mut pos, &l, &t, &mut now, Some(0.6));
-        let d = feed(&mut pos, &l, &t, &mut now, Some(0.6));
+        assert_eq!(r.pos.at, low);
+        r.feed(Some(1.05));
+        assert_eq!(r.pos.at, low + 1);
+        r.feed(Some(0.6));
+        let d = r.feed(Some(0.6));
         assert!(matches!(d.why, Why::AboveIsOver { .. }), "{d:?}");
         // A level over the bound at the recovery's start (not after a move up) is no such
         // verdict: its own peering.
-        let mut pos = Position::start(&l, 0.0);
-        let mut now = 0.0;
-        feed(&mut pos, &l, &t, &mut now, Some(1.05));
-        assert_eq!(pos.at, l.home + 1);
+        let mut r = Run::new();
+        r.feed(Some(1.05));
+        assert_eq!(r.pos.at, r.l.home + 1);
         for _ in 0..3 {
-            feed(&mut pos, &l, &t, &mut now, Some(0.6));
+            r.feed(Some(0.6));
         }
-        assert_eq!(pos.at, l.home, "back up once the level below shows room");
+        assert_eq!(
+            r.pos.at, r.l.home,
+            "back up once the level below shows room"
+        );
     }
 
     #[test]
     fn no_client_writes_is_room_whatever_was_seen() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        let mut now = 0.0;
-        feed(&mut pos, &l, &t, &mut now, Some(3.0));
-        let low = pos.at;
-        let d = feed(&mut pos, &l, &t, &mut now, None);
+        let mut r = Run::new();
+        r.feed(Some(3.0));
+        let low = r.pos.at;
+        let d = r.feed(None);
         assert_eq!((d.to, d.why), (low - 1, Why::NoWrites));
     }
 
     #[test]
     fn a_level_holds_until_its_windows_are_confidently_over_or_under_the_aim() {
-        let l = pacific();
-        let t = Tuning::for_window(10.0);
-        let mut pos = Position::start(&l, 0.0);
-        pos.at = l.top();
-        let mut now = 0.0;
+        let mut r = Run::new();
+        r.pos.at = r.l.top();
         let whys: Vec<Why> = [0.5, 0.85, 0.95, 0.97, 0.97]
             .into_iter()
-            .map(|r| feed(&mut pos, &l, &t, &mut now, Some(r)).why)
+            .map(|ratio| r.feed(Some(ratio)).why)
             .collect();
         assert!(matches!(whys[0], Why::AfterMove { .. }), "{whys:?}");
         // One window is no estimate: held, though under the aim.
@@ -501,6 +497,6 @@ mod tests {
         assert!(matches!(whys[3], Why::Within { .. }), "{whys:?}");
         // Mean 0.935, more than its standard error (0.029) over the aim.
         assert!(matches!(whys[4], Why::OverAim { .. }), "{whys:?}");
-        assert_eq!(pos.at, l.top() + 1);
+        assert_eq!(r.pos.at, r.l.top() + 1);
     }
 }

@@ -21,18 +21,15 @@
 
 use super::controller::{Position, Tuning};
 use super::list::{levels, Allowed, Ceiling, Facts, Levels, Queue};
-use crate::enforcer::plant_tests::Rng;
+// The ladder's plant's throughput, peering, timings and seeds: the two controllers meet the
+// same cluster.
+use crate::enforcer::plant_tests::{
+    Rng, BASE_MS, FULL_RATE as FULL, HALF, OBJECTS_PER_PG, RELEASE_PEERING, SEEDS, TICK, WINDOW,
+};
 
-const TICK: f64 = 2.0;
-const WINDOW: f64 = 10.0;
-const BASE: f64 = 0.016;
+/// The baseline p99 in seconds, as the controller is given it.
+const BASE: f64 = BASE_MS / 1000.0;
 const BOUND: f64 = 2.0 * BASE;
-/// Objects/s at full throughput.
-const FULL: f64 = 20.0;
-/// Concurrent backfills at which throughput is half the full rate.
-const HALF: f64 = 4.0;
-const OBJECTS_PER_PG: f64 = 300.0;
-const SEEDS: u64 = 20;
 
 #[derive(Debug, Clone, Copy)]
 struct Plant {
@@ -176,7 +173,7 @@ fn run(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64) -> Seen {
         let peering = if now <= WINDOW {
             2.0
         } else if started {
-            1.5
+            RELEASE_PEERING
         } else {
             1.0
         };
