@@ -218,6 +218,8 @@ fn resolve_ladder(
 ) -> Result<LadderPolicy, ConfigError> {
     let d = LadderPolicy::default();
     let (max_rung, _) = m.max_rung.get()?;
+    let (controller, _) = m.controller.get()?;
+    let (max_level, _) = m.max_level.get()?;
     let (backfill_lever, _) = m.backfill_lever.get()?;
     let (ops_per_pg, _) = m.backfill_ops_per_pg.get()?;
     let (settle, s_origin) = m.ladder_settle.get()?;
@@ -254,6 +256,8 @@ fn resolve_ladder(
     let (max_share, _) = m.pause_max_share.get()?;
     let (max_total, _) = m.pause_max_total.get()?;
     Ok(LadderPolicy {
+        controller,
+        max_level,
         max_rung,
         backfill_lever: backfill_lever == crate::enforcer::policy::OnOff::On,
         ops_per_pg,

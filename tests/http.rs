@@ -391,6 +391,7 @@ fn record(event: &str, message: &str, time: f64) -> DecisionRecord {
         degraded_objects: 0,
         misplaced_objects: 4210,
         pools_at_min_size: vec![],
+        level: None,
     }
 }
 

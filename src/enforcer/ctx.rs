@@ -55,6 +55,7 @@ impl<'a> Ctx<'a> {
             degraded_objects: self.obs.degraded_objects,
             misplaced_objects: self.obs.misplaced_objects,
             pools_at_min_size: self.obs.pools_at_min_size.clone(),
+            level: None,
         }
     }
 

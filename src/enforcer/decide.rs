@@ -14,7 +14,7 @@ pub use super::ladder::MCLOCK_PROFILE_KEY;
 use super::ladder::{self, changes_to, same_setting, throttle_values};
 use super::observation::{Observation, OpQueue};
 use super::pause::foreign_flags;
-use super::policy::{BaselineSpec, Mode, OnExit, Policy};
+use super::policy::{BaselineSpec, Controller, Mode, OnExit, Policy};
 use super::redundancy;
 use super::state::{ActionKind, Applied, EnforcerState, LadderState, Phase, Time};
 use crate::units::{fmt_ms, fmt_secs};
@@ -633,6 +633,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                 .collect(),
             ..LadderState::default()
         };
+        next.levels = None;
         notes.push(ctx.record(
             DecisionEvent::RecoveryStarted,
             format!(
@@ -724,6 +725,8 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         super::lever::end(&mut next, now);
+        // The level controller's list is this recovery's.
+        next.levels = None;
         // The releases that kept the recovery on are past the stats' lag: forgotten.
         next.backfill.tidy_at(now);
         // What a move produced is no longer a judgement of anything once the recovery ended.
@@ -890,6 +893,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                         let lasted = now - since;
                         if lasted >= policy.breach_for.as_secs_f64()
                             && next.phase != Phase::Throttled
+                            && policy.ladder.controller == Controller::Ladder
                         {
                             next.phase = Phase::Breached;
                             match throttle_values(policy, obs) {
@@ -928,13 +932,23 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                 }
             }
             ladder::judge_watches(&ctx, &mut next, &mut notes);
-            // The throttle held and the bound still not met (or well met): the ladder.
-            if let (None, Some(b), true) = (&want, bound, state.ladder.rung >= 1) {
-                want = ladder::climb(policy, &ctx, state, &mut next, &mut notes, b);
-            }
-            // The backfill lever's ops per PG follow its level (and go back once it ends).
-            if want.is_none() {
-                want = super::lever::ops_want(&ctx, &next);
+            match (policy.ladder.controller, bound) {
+                // One position on the list of levels, moved both ways by each window.
+                (Controller::Levels, Some(b)) if obs.baseline.is_some() => {
+                    want = super::levels::drive::step(&ctx, state, &mut next, &mut notes, b);
+                }
+                (Controller::Levels, _) => {}
+                (Controller::Ladder, _) => {
+                    // The throttle held and the bound still not met (or well met): the ladder.
+                    if let (None, Some(b), true) = (&want, bound, state.ladder.rung >= 1) {
+                        want = ladder::climb(policy, &ctx, state, &mut next, &mut notes, b);
+                    }
+                    // The backfill lever's ops per PG follow its level (and go back once it
+                    // ends).
+                    if want.is_none() {
+                        want = super::lever::ops_want(&ctx, &next);
+                    }
+                }
             }
         }
     }

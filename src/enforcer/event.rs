@@ -47,6 +47,9 @@ decision_events! {
     LadderWait => "LADDER_WAIT",
     PauseEnded => "PAUSE_ENDED",
     PauseShare => "PAUSE_SHARE",
+    /// The level controller moved (`--enforcer.controller levels`): the record's `level`
+    /// says from where, to where and why.
+    Level => "LEVEL",
     /// The backfill lever's N changed (or it ended): at most N PGs backfill at once.
     BackfillLimit => "BACKFILL_LIMIT",
     /// The backfill lever held or released PGs (pg-upmap-items), or paused or put back the
@@ -123,6 +126,20 @@ pub struct DecisionRecord {
     pub misplaced_objects: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pools_at_min_size: Vec<String>,
+    /// A LEVEL line's move, as fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<LevelMove>,
+}
+
+/// A move of the level controller: the indexes on this recovery's list (0 the most recovery),
+/// what each level asks, and why (p99 and means as fractions of the bound).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelMove {
+    pub from: usize,
+    pub to: usize,
+    pub from_level: String,
+    pub to_level: String,
+    pub why: super::levels::controller::Why,
 }
 
 #[cfg(test)]

@@ -21,8 +21,9 @@ use crate::units::{fmt_ms, fmt_secs};
 type DecisionNotes = Vec<DecisionRecord>;
 
 pub use super::types::{
-    above_rung1_keys, rung2_keys, same_setting, MCLOCK_BEST_EFFORT_LIM, MCLOCK_PROFILE_KEY,
-    MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES, RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
+    above_rung1_keys, rung2_keys, same_setting, MAX_BACKFILLS, MCLOCK_BEST_EFFORT_LIM,
+    MCLOCK_OVERRIDE, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES,
+    RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
 };
 /// A rung whose p99 is this much above the p99 that led to it made things worse.
 const WORSE: f64 = 1.2;
@@ -1039,8 +1040,16 @@ pub(super) fn above_rung1_back(
     let Some(applied) = &state.applied else {
         return Vec::new();
     };
+    // Backfills the level controller raised above the operator's stay: recovery first keeps
+    // what speeds recovery (SUSPEND), and RESUME or RESTORE gives them back.
+    let raised = applied.values.get(MAX_BACKFILLS).is_some_and(|ours| {
+        let theirs = state.original.get(MAX_BACKFILLS).cloned().flatten();
+        let n = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
+        n(Some(ours)) > n(theirs.as_deref())
+    });
     above_rung1_keys()
         .into_iter()
+        .filter(|key| !(raised && [MAX_BACKFILLS, MCLOCK_OVERRIDE].contains(key)))
         .filter(|key| applied.values.contains_key(*key) && !set.contains_key(*key))
         .map(|key| Change {
             key: key.to_string(),

@@ -16,7 +16,7 @@ use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::{BackfillEffect, Effect, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
 use super::observation::BackfillView;
-use super::policy::{Mode, OnExit, Policy};
+use super::policy::{Controller, Mode, OnExit, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
 use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
 use crate::backfill::{self, balancer_step, BalancerStep, Forget, Plan, Trim};
@@ -193,16 +193,9 @@ pub(super) fn join_pause(
     start(ctx, state, next, breach)
 }
 
-/// The lever's state at an N from the breach and the memory, if there is something to hold;
-/// its action is noted with the p99 that led to it (for the EFFECT line one window later).
-fn start(
-    ctx: &Ctx<'_>,
-    state: &EnforcerState,
-    next: &mut EnforcerState,
-    (p99, bound): (f64, f64),
-) -> Result<usize, String> {
-    let policy = ctx.policy;
-    if !policy.ladder.backfill_lever {
+/// The PGs and the OSD map, if the lever may hold PGs now; `Err`: why not.
+fn usable<'a>(ctx: &Ctx<'a>, next: &EnforcerState) -> Result<&'a BackfillView, String> {
+    if !ctx.policy.ladder.backfill_lever {
         return Err("--enforcer.backfill-lever is off".to_string());
     }
     if next.noted.contains(NO_GRANT) {
@@ -217,6 +210,42 @@ fn start(
             "the mgr balancer's state cannot be read ({e}): it must be paused while PGs are held"
         ));
     }
+    Ok(v)
+}
+
+/// The level controller's lever: at most `n` PGs backfill at once from now on (the lever
+/// started if it was not in force). `Err`: why the lever cannot be used now; nothing changed.
+pub(super) fn follow(ctx: &Ctx<'_>, next: &mut EnforcerState, n: usize) -> Result<(), String> {
+    if let Some(l) = next.ladder.lever.as_mut() {
+        if l.n != n {
+            l.n = n;
+            l.period_start = ctx.now;
+        }
+        return Ok(());
+    }
+    usable(ctx, next)?;
+    next.ladder.lever = Some(LeverState::start(n, ctx.now));
+    next.ladder.entered(LEVER_RUNG, ctx.now, ctx.obs.p99, false);
+    Ok(())
+}
+
+/// How many PGs are backfilling now (not waiting for it), if they can be seen: what the
+/// cluster's own limits let run at once.
+pub(super) fn backfilling_now(ctx: &Ctx<'_>) -> Option<usize> {
+    view(ctx)
+        .ok()
+        .map(|v| v.pgs.iter().filter(|p| p.has_state("backfilling")).count())
+}
+
+/// The lever's state at an N from the breach and the memory, if there is something to hold;
+/// its action is noted with the p99 that led to it (for the EFFECT line one window later).
+fn start(
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    (p99, bound): (f64, f64),
+) -> Result<usize, String> {
+    let v = usable(ctx, next)?;
     let backfilling = v.backfilling();
     let first = first_window(ctx, next.ladder.started);
     let n = entry_n(p99 / bound, backfilling, remembered_n(state), first);
@@ -495,7 +524,10 @@ pub(super) fn plan_effect(
             // With nothing backfilling, p99 over the aim is not the recovery's doing: one PG
             // still goes, or a client burst would stop the recovery altogether.
             let moving = p.backfilling + p.on_the_way.len() > 0;
-            let over_aim = over_aim(ctx, n).filter(|_| p.has_room() && moving);
+            // The level controller judges N itself: releases follow it.
+            let over_aim = over_aim(ctx, n).filter(|_| {
+                p.has_room() && moving && policy.ladder.controller == Controller::Ladder
+            });
             if let Some((p99, what)) = &over_aim {
                 ctx.note_once(
                     next,

@@ -15,6 +15,7 @@ use super::outcome::{apply_outcome, remember_first};
 use super::policy::*;
 use super::state::*;
 use super::tests::{osds, T0};
+use super::types::{MAX_BACKFILLS, MCLOCK_OVERRIDE, MCLOCK_PROFILE_KEY};
 use crate::backfill::BalancerStep;
 use crate::ceph::ops::OpsError;
 use crate::ceph::parse::test_support::fixture;
@@ -1837,5 +1838,128 @@ fn with_no_client_writes_the_lever_ends_and_the_ladder_comes_down_under_it() {
     assert!(
         sim.state.recovery_active,
         "the ladder came down before the recovery ended"
+    );
+}
+
+/// The level controller (`--enforcer.controller levels`) with 60-s windows.
+fn levels_policy(max_level: crate::enforcer::levels::list::Ceiling) -> Policy {
+    let mut p = lever_policy();
+    p.ladder.controller = Controller::Levels;
+    p.ladder.max_level = max_level;
+    p.latency_window = Duration::from_secs(60);
+    p
+}
+
+/// Until every PG has moved and the enforcer has given everything back (at most an hour).
+fn recover_to_the_end(sim: &mut LeverSim, obs: impl Fn(&LeverSim) -> Observation) {
+    for _ in 0..240 {
+        sim.finish_running();
+        sim.now += 15.0;
+        let o = obs(sim);
+        sim.step(o);
+        if !sim.state.recovery_active && sim.state.original.is_empty() && sim.held() == 0 {
+            return;
+        }
+    }
+    panic!("not over after an hour: {:#?}", sim.notes);
+}
+
+#[test]
+fn with_the_level_controller_redundancy_at_risk_sets_high_recovery_ops_at_once_and_releases_every_hold(
+) {
+    let mut sim = LeverSim::new(
+        levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps),
+        rebalance(),
+    );
+    for _ in 0..40 {
+        sim.run_for(15, Some(60.0));
+        if sim.held() > 0 {
+            break;
+        }
+    }
+    assert!(sim.held() > 0, "{:#?}", sim.notes);
+    sim.undersized = 1;
+    sim.run_for(15, Some(60.0));
+    assert_eq!(sim.held(), 0);
+    assert_eq!(sim.state.phase, Phase::Suspended);
+    assert_eq!(
+        sim.config.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_recovery_ops".to_string()))
+    );
+    assert!(sim.flags.is_empty());
+    // Redundancy back, the recovery on: the bound applies again, and at the end everything
+    // is the operator's.
+    sim.undersized = 0;
+    recover_to_the_end(&mut sim, |s| s.obs(Some(20.0)));
+    assert!(sim.config.values().all(Option::is_none), "{:?}", sim.config);
+    assert!(sim.flags.is_empty());
+}
+
+/// Reef's OSDs (`balanced` by default, one backfill per OSD honoured with the override): with
+/// room under the bound the level controller raises recovery to `high_recovery_ops` and then
+/// the backfills, never past `--enforcer.max-level`; over the bound it comes back down; the
+/// recovery's end puts back exactly what the operator had.
+#[test]
+fn on_reef_the_level_controller_spends_the_budget_up_to_the_max_level_and_gives_it_back() {
+    use crate::enforcer::levels::list::Ceiling;
+    let reef = |s: &LeverSim, p99: f64| {
+        let mut o = s.obs(Some(p99));
+        o.osd_profiles = osds("balanced");
+        o.osd_versions = Ok(vec![(
+            crate::ceph::parse::versions::version_line(
+                "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)",
+            ),
+            4,
+        )]);
+        o
+    };
+    let mut sim = LeverSim::new(levels_policy(Ceiling::Backfills(3)), rebalance());
+    sim.config
+        .insert(MAX_BACKFILLS.to_string(), Some("1".to_string()));
+    let mut most = 0;
+    for _ in 0..60 {
+        sim.now += 15.0;
+        let o = reef(&sim, 12.0);
+        sim.step(o);
+        let b = sim
+            .config
+            .get(MAX_BACKFILLS)
+            .cloned()
+            .flatten()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1);
+        most = most.max(b);
+    }
+    assert_eq!(most, 3, "never past the max level: {:?}", sim.config);
+    assert_eq!(
+        sim.config.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_recovery_ops".to_string()))
+    );
+    assert_eq!(
+        sim.config.get(MCLOCK_OVERRIDE),
+        Some(&Some("true".to_string()))
+    );
+    assert_eq!(sim.held(), 0, "nothing held with room under the bound");
+    // Over the bound: back down below the operator's level within a few windows.
+    for _ in 0..16 {
+        sim.now += 15.0;
+        let o = reef(&sim, 70.0);
+        sim.step(o);
+    }
+    assert_eq!(
+        sim.config.get(MCLOCK_PROFILE_KEY),
+        Some(&Some("high_client_ops".to_string())),
+        "{:#?}",
+        sim.notes
+    );
+    assert_eq!(sim.config.get(MAX_BACKFILLS), Some(&Some("1".to_string())));
+    recover_to_the_end(&mut sim, |s| reef(s, 12.0));
+    assert_eq!(
+        sim.config
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .collect::<Vec<_>>(),
+        vec![(&MAX_BACKFILLS.to_string(), &Some("1".to_string()))],
+        "only the operator's own setting left"
     );
 }

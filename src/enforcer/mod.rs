@@ -67,8 +67,9 @@ pub use effect::{Action, Decision, Effect, FlagsFor, Outcome, Planned};
 use effect::{CommandError, LogLine, ReadBack};
 pub use event::{DecisionEvent, DecisionRecord};
 pub use observation::Observation;
+use observation::OpQueue;
 pub use outcome::{apply_outcome, AfterEffect};
-pub use policy::{BaselineSpec, Mode, OnExit, Policy};
+pub use policy::{BaselineSpec, Controller, Mode, OnExit, Policy};
 pub use state::{EnforcerState, Phase, Time};
 pub use view::EnforcerView;
 
@@ -492,9 +493,15 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
             }
         }
         // One mon command, only when the versions decide something (see `versions_matter`).
+        // The level controller's list depends on them too, once per recovery.
+        let levels_list = self.policy.ladder.controller == Controller::Levels
+            && obs.op_queue == OpQueue::Mclock
+            && self.state.levels.is_none()
+            && obs.recovery_active();
         if obs.stale.is_none()
             && involved
-            && ladder::versions_matter(&self.policy, &obs.op_queue, self.state.ladder.rung)
+            && (levels_list
+                || ladder::versions_matter(&self.policy, &obs.op_queue, self.state.ladder.rung))
         {
             obs.osd_versions = self
                 .actor
@@ -532,11 +539,12 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
     /// rung 1 or more), it is in force, or it holds something.
     fn lever_reads(&self, obs: &Observation) -> bool {
         let l = &self.policy.ladder;
+        // The level controller counts the PGs backfilling from the recovery's start.
         let may_enter = l.backfill_lever
             && l.max_rung >= backfill_limit::LEVER_RUNG
             && obs.stale.is_none()
             && obs.recovery_active()
-            && self.state.ladder.rung >= 1;
+            && (self.state.ladder.rung >= 1 || l.controller == Controller::Levels);
         may_enter || self.state.ladder.lever.is_some() || self.state.lever_holds()
     }
 

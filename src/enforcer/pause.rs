@@ -371,6 +371,21 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
             ));
         }
     }
+    cycle(policy, &mut next, now);
+    PauseStep {
+        next: Some(next),
+        note,
+        held,
+    }
+}
+
+/// The duty cycle at the share in force: whether the flags are on from now until the next
+/// decision (a new period starts when the last one is over). The level controller chooses the
+/// share itself and runs only this.
+pub fn cycle(policy: &PausePolicy, next: &mut PauseState, now: Time) {
+    if now - next.period_start >= policy.period {
+        next.period_start = now;
+    }
     // The flags stay until the next decision, a tick later: the share is rounded to ticks, but
     // never past the maximum share, so recovery always gets its part of each period.
     let until = now - next.period_start + policy.tick;
@@ -396,11 +411,6 @@ pub fn pause_step(policy: &PausePolicy, state: &PauseState, input: &PauseInput) 
         }
         Some(FlagAction::Unset) => next.stop(now),
         None => {}
-    }
-    PauseStep {
-        next: Some(next),
-        note,
-        held,
     }
 }
 

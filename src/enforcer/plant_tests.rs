@@ -63,6 +63,8 @@ struct Seen {
     left: Left,
     /// How often the lever's N changed direction (up then down, or down then up).
     reversals: usize,
+    /// The level controller's moves (from, to, carried out), from its LEVEL records' fields.
+    moves: Vec<(usize, usize, bool)>,
 }
 
 /// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
@@ -248,6 +250,11 @@ fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
             balancer_on: sim.cluster.balancer.as_ref().is_some_and(|b| b.active),
         },
         reversals,
+        moves: sim
+            .notes
+            .iter()
+            .filter_map(|n| n.level.as_ref().map(|m| (m.from, m.to, n.performed)))
+            .collect(),
     }
 }
 
@@ -361,4 +368,161 @@ fn where_one_pg_already_costs_the_bound_the_pause_holds_it_and_recovery_still_en
         );
         assert_eq!(held.left, AS_FOUND, "seed {seed}");
     }
+}
+
+/// `serve --enforcer.controller levels`: the same loop, the level controller in `decide`.
+fn levels_policy() -> Policy {
+    let mut p = fast_policy();
+    p.ladder.controller = super::policy::Controller::Levels;
+    p
+}
+
+/// Both controllers in the loop, seed by seed: within, recovery time against no enforcer.
+#[test]
+#[ignore = "a table for the docs: cargo test --lib enforcer::plant_tests::loop_summary -- --ignored --nocapture"]
+fn loop_summary() {
+    for (name, plant) in [
+        ("pacific", PACIFIC_REBALANCE),
+        ("light", LIGHT),
+        (
+            "heavy",
+            Plant {
+                cost: 6.0,
+                noise: 0.15,
+            },
+        ),
+    ] {
+        for seed in 0..SEEDS {
+            let free = run(plant, observe(fast_policy()), seed, 3.0 * 3600.0);
+            let ladder = run(plant, fast_policy(), seed, 3.0 * 3600.0);
+            let levels = run(plant, levels_policy(), seed, 3.0 * 3600.0);
+            let t = |s: &Seen| s.recovery.unwrap_or(f64::NAN) / free.recovery.unwrap_or(f64::NAN);
+            println!(
+                "{name} seed {seed:2}: free {:3.0}% | ladder {:3.0}% {:.2}x left {} | levels {:3.0}% {:.2}x left {}",
+                free.within() * 100.0,
+                ladder.within() * 100.0,
+                t(&ladder),
+                ladder.left == AS_FOUND,
+                levels.within() * 100.0,
+                t(&levels),
+                levels.left == AS_FOUND,
+            );
+        }
+    }
+}
+
+/// The level controller in the loop, on Pacific's rebalance: nine windows in ten within the
+/// bound on average (never under 85% for a seed), in less time than the ladder takes on the
+/// same seed, and nothing left behind.
+#[test]
+fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_ladder() {
+    let mut within = 0.0;
+    for seed in 0..SEEDS {
+        let free = run(PACIFIC_REBALANCE, observe(fast_policy()), seed, 3600.0);
+        let ladder = run(PACIFIC_REBALANCE, fast_policy(), seed, 3600.0);
+        let levels = run(PACIFIC_REBALANCE, levels_policy(), seed, 3600.0);
+        let (Some(t_free), Some(t_ladder), Some(t_levels)) =
+            (free.recovery, ladder.recovery, levels.recovery)
+        else {
+            panic!("seed {seed}: a recovery did not finish");
+        };
+        assert!(
+            levels.within() >= 0.85,
+            "seed {seed}: {:.0}% within, windows {:?}",
+            levels.within() * 100.0,
+            levels.windows
+        );
+        assert!(
+            t_levels < t_ladder,
+            "seed {seed}: levels {t_levels} s, ladder {t_ladder} s"
+        );
+        assert!(t_levels < 4.5 * t_free, "seed {seed}: {t_levels} s");
+        assert_eq!(levels.left, AS_FOUND, "seed {seed}");
+        within += levels.within() / SEEDS as f64;
+    }
+    assert!(within >= 0.9, "{:.1}% within on average", within * 100.0);
+}
+
+/// Where the defaults keep the bound, the level controller keeps the windows and about the
+/// pace of no enforcer at all (the recovery's own peering costs a window's throttle).
+#[test]
+fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_the_pace() {
+    for seed in 0..SEEDS {
+        let free = run(LIGHT, observe(fast_policy()), seed, 3600.0);
+        let levels = run(LIGHT, levels_policy(), seed, 3600.0);
+        let (Some(t_free), Some(t_levels)) = (free.recovery, levels.recovery) else {
+            panic!("seed {seed}: a recovery did not finish");
+        };
+        assert!(levels.within() >= free.within(), "seed {seed}");
+        assert!(
+            t_levels <= 1.1 * t_free,
+            "seed {seed}: {t_levels} s against {t_free} s"
+        );
+        assert_eq!(levels.left, AS_FOUND, "seed {seed}");
+    }
+}
+
+/// Where one PG alone breaks the bound, the level controller's pause holds it and the
+/// recovery still ends.
+#[test]
+fn where_one_pg_already_costs_the_bound_the_level_controllers_pause_holds_it() {
+    let heavy = Plant {
+        cost: 6.0,
+        noise: 0.15,
+    };
+    for seed in 0..SEEDS {
+        let held = run(heavy, levels_policy(), seed, 3.0 * 3600.0);
+        assert!(held.recovery.is_some(), "seed {seed}: not done");
+        assert!(
+            held.within() >= 0.9,
+            "seed {seed}: {:.0}% within",
+            held.within() * 100.0
+        );
+        assert_eq!(held.left, AS_FOUND, "seed {seed}");
+    }
+}
+
+/// Observe mode: the level controller says where it would move, both ways, and the cluster
+/// is left exactly as it was (no setting, hold or flag), the recovery at its own pace.
+#[test]
+fn in_observe_mode_the_level_controller_says_both_ways_what_it_would_do_and_changes_nothing() {
+    for seed in 0..5 {
+        let free = run(LIGHT, observe(fast_policy()), seed, 3600.0);
+        let watched = run(LIGHT, observe(levels_policy()), seed, 3600.0);
+        assert_eq!(watched.recovery, free.recovery, "seed {seed}");
+        assert_eq!(watched.left, AS_FOUND, "seed {seed}");
+        assert!(
+            watched.moves.iter().any(|(from, to, _)| to > from),
+            "seed {seed}: {:?}",
+            watched.moves
+        );
+        assert!(
+            watched.moves.iter().any(|(from, to, _)| to < from),
+            "seed {seed}: {:?}",
+            watched.moves
+        );
+        assert!(watched.moves.iter().all(|(_, _, done)| !done));
+    }
+}
+
+/// Observe mode says each config move once: as many ESCALATE/DESCEND lines as LEVEL moves
+/// that change a setting, not one a cycle.
+#[test]
+fn in_observe_mode_each_move_is_said_once() {
+    let mut sim = LeverSim::new(observe(levels_policy()), rebalance());
+    for i in 0..300 {
+        sim.now += TICK;
+        // Over the bound for two minutes, then well under it.
+        let p99 = if i < 60 { 48.0 } else { 12.0 };
+        let obs = sim.obs(Some(p99));
+        sim.step(obs);
+    }
+    let moves = sim.notes.iter().filter(|n| n.level.is_some()).count();
+    let config = sim
+        .notes
+        .iter()
+        .filter(|n| n.event == "ESCALATE" || n.event == "DESCEND")
+        .count();
+    assert!(moves >= 2, "{:#?}", sim.notes);
+    assert!(config <= moves, "{config} config lines for {moves} moves");
 }

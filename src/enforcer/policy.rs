@@ -167,9 +167,37 @@ pub struct Policy {
     pub memory: bool,
 }
 
+/// Which controller moves recovery during a recovery (`--enforcer.controller`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Controller {
+    /// The escalation ladder: throttle profile on a breach, then the rungs above it.
+    #[default]
+    Ladder,
+    /// One position on an ordered list of levels, moved both ways by the window's p99
+    /// (`super::levels`): throttles over the aim, spends the budget on recovery speed under it,
+    /// up to `--enforcer.max-level`.
+    Levels,
+}
+
+impl Controller {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Controller::Ladder => "ladder",
+            Controller::Levels => "levels",
+        }
+    }
+}
+
 /// The escalation ladder above the throttle (issue #7).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LadderPolicy {
+    /// The ladder, or the level controller (which uses the ladder's lever, pause and aim).
+    pub controller: Controller,
+    /// The level controller's fastest level.
+    pub max_level: super::levels::list::Ceiling,
     /// Highest rung the enforcer may climb: 1 throttle only, 2 + recovery limit, 3 + backfill
     /// lever (at most N PGs backfill at once), 4 + duty-cycled pause.
     pub max_rung: u8,
@@ -247,6 +275,8 @@ impl fmt::Display for RecoveryLimit {
 impl Default for LadderPolicy {
     fn default() -> Self {
         Self {
+            controller: Controller::Ladder,
+            max_level: Default::default(),
             max_rung: 4,
             backfill_lever: true,
             // On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with

@@ -351,6 +351,11 @@ pub struct EnforcerState {
     /// again at the first refusal.
     #[serde(skip)]
     pub refused: Option<(Refused, Time)>,
+    /// The level controller's list and position in this recovery (`--enforcer.controller
+    /// levels`); `None` with the ladder, and between recoveries. Bounded: one list of at most
+    /// a few dozen levels, each level's last windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub levels: Option<super::levels::controller::Run>,
     /// The pause share of the last PAUSE line in the decision log: each slice at the same share
     /// is counted and logged at debug level only, so the log stays readable. Not persisted.
     #[serde(skip)]

@@ -35,12 +35,28 @@ pub fn rung2_keys() -> [&'static str; 5] {
     ]
 }
 
-/// Every key above rung 1 the enforcer may hold: rung 2's and the backfill lever's ops per PG.
-/// Each goes back to the operator's value when the rung that set it no longer holds (SUSPEND,
-/// down to rung 1, the lever ended).
-pub fn above_rung1_keys() -> [&'static str; 6] {
+/// Backfills per OSD at once: a level of the level controller (honoured under mClock from
+/// Quincy 17.2.6 on, with [`MCLOCK_OVERRIDE`]).
+pub const MAX_BACKFILLS: &str = "osd_max_backfills";
+/// Without it, mClock (Quincy 17.2.6 on) resets `osd_max_backfills` to its default.
+pub const MCLOCK_OVERRIDE: &str = "osd_mclock_override_recovery_settings";
+
+/// Every key above rung 1 the enforcer may hold: rung 2's, the backfill lever's ops per PG and
+/// the level controller's backfills. Each goes back to the operator's value when the rung that
+/// set it no longer holds (SUSPEND, down to rung 1, the lever ended), but backfills raised
+/// above the operator's (see `ladder::above_rung1_back`).
+pub fn above_rung1_keys() -> [&'static str; 8] {
     let [a, b, c, d, e] = rung2_keys();
-    [a, b, c, d, e, RECOVERY_MAX_SINGLE_START]
+    [
+        a,
+        b,
+        c,
+        d,
+        e,
+        RECOVERY_MAX_SINGLE_START,
+        MAX_BACKFILLS,
+        MCLOCK_OVERRIDE,
+    ]
 }
 
 /// Two config database values that mean the same: Ceph stores `0.1` as `0.100000`, so a text

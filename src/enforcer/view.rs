@@ -345,7 +345,16 @@ impl EnforcerView {
         {
             self.backfill_backfilling = None;
         }
-        self.ladder_rung_name = if state.ladder.rung == super::backfill_limit::LEVER_RUNG {
+        self.ladder_rung_name = if let Some(run) = &state.levels {
+            // The level controller: where on this recovery's list, and what that level asks.
+            format!(
+                "level {} of {} ({}; the operator's settings are level {}, 0 the most recovery)",
+                run.position.at,
+                run.levels.list.len(),
+                run.levels.get(run.position.at).describe(),
+                run.levels.home
+            )
+        } else if state.ladder.rung == super::backfill_limit::LEVER_RUNG {
             super::lever::lever_name(self.backfill_limit)
         } else {
             super::ladder::rung_name(

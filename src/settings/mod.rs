@@ -21,9 +21,11 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
+use crate::enforcer::levels::list::Ceiling;
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{
-    BaselineSpec, LadderPolicy, Mode, OnExit, OnOff, Policy, SuspendWhen, MCLOCK_PROFILES,
+    BaselineSpec, Controller, LadderPolicy, Mode, OnExit, OnOff, Policy, SuspendWhen,
+    MCLOCK_PROFILES,
 };
 use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
@@ -387,6 +389,22 @@ declare_settings! {
             help: "How often the leader renews the lease and a standby tries to take it",
             default(HumanDuration(LeaseConfig::DEFAULT.retry_period) => "5s"),
             note: "shorter than the renew deadline",
+        }
+        controller: Controller {
+            flag: "enforcer.controller",
+            key: "controller",
+            value_name: "ladder|levels",
+            help: "What moves recovery while it runs: ladder (throttle profile on a breach, then recovery limit, backfill lever, pause) or levels (one position on an ordered list of levels from --enforcer.max-level down to the pause, moved both ways by each latency window's p99: slower over the aim, faster under it)",
+            default(LadderPolicy::default().controller => "ladder"),
+            note: "`levels` also spends the budget on recovery speed, up to `--enforcer.max-level`",
+        }
+        max_level: Ceiling {
+            flag: "enforcer.max-level",
+            key: "max_level",
+            value_name: "LEVEL",
+            help: "With --enforcer.controller levels, the fastest recovery it may set while p99 has room: operator (never faster than the operator's own settings), high_recovery_ops (that profile, the release's backfills), or backfills:N (high_recovery_ops with osd_max_backfills raised up to N with osd_mclock_override_recovery_settings, on Quincy 17.2.6 and later)",
+            default(LadderPolicy::default().max_level => "high_recovery_ops"),
+            note: "`operator`, `high_recovery_ops` or `backfills:N` (N 2 to 16); all go back when recovery ends",
         }
         max_rung: u8 {
             flag: "enforcer.max-rung",

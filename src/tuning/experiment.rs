@@ -71,6 +71,9 @@ pub enum RowKind {
     /// goes from the throttle to the duty-cycled pause, as before the lever existed; the row
     /// that measures the lever against the pause.
     EnforcedPauseOnly,
+    /// The enforcer with the level controller (`--enforcer.controller levels`): the row that
+    /// measures it against the ladder on the same recovery (issue 35's matrix).
+    EnforcedLevels,
     /// One lever held for the whole recovery, without the enforcer: what it does to clients
     /// and recovery on this cluster and release (docs/enforcer.md, "Each lever on each release").
     Level(Level),
@@ -136,6 +139,7 @@ impl RowKind {
             RowKind::Profile(p) => p.into(),
             RowKind::Enforced => "enforced".into(),
             RowKind::EnforcedPauseOnly => "enforced-pause-only".into(),
+            RowKind::EnforcedLevels => "enforced-levels".into(),
             RowKind::Level(Level::Backfills(n)) => format!("backfills-{n}"),
             RowKind::Level(Level::Limit(pct)) => format!("limit-{pct}"),
         }
@@ -143,13 +147,17 @@ impl RowKind {
 
     /// A row run with the enforcer as a child.
     pub fn is_enforced(self) -> bool {
-        matches!(self, RowKind::Enforced | RowKind::EnforcedPauseOnly)
+        matches!(
+            self,
+            RowKind::Enforced | RowKind::EnforcedPauseOnly | RowKind::EnforcedLevels
+        )
     }
 
     /// Flags the row's `serve` gets after `--serve-args`.
     pub fn serve_extra(self) -> &'static [&'static str] {
         match self {
             RowKind::EnforcedPauseOnly => &["--enforcer.backfill-lever", "off"],
+            RowKind::EnforcedLevels => &["--enforcer.controller", "levels"],
             _ => &[],
         }
     }
@@ -161,6 +169,7 @@ impl RowKind {
             RowKind::Profile(p) => p.to_string(),
             RowKind::Enforced => format!("enforced ({multiplier}x)"),
             RowKind::EnforcedPauseOnly => format!("enforced, pause only ({multiplier}x)"),
+            RowKind::EnforcedLevels => format!("enforced, levels ({multiplier}x)"),
             RowKind::Level(Level::Backfills(n)) => {
                 format!("osd_max_backfills {n} (override on)")
             }
@@ -173,7 +182,13 @@ impl RowKind {
 
 /// Whether a row of the result (by its `--rows` name) ran the enforcer.
 fn is_enforced_row(name: &str) -> bool {
-    name == RowKind::Enforced.name() || name == RowKind::EnforcedPauseOnly.name()
+    [
+        RowKind::Enforced,
+        RowKind::EnforcedPauseOnly,
+        RowKind::EnforcedLevels,
+    ]
+    .iter()
+    .any(|k| k.name() == name)
 }
 
 /// `--rows`: comma-separated, no repeats, starting with no-recovery (its p99 is the baseline
@@ -185,13 +200,14 @@ pub fn parse_rows(s: &str) -> Result<Vec<RowKind>, String> {
             "no-recovery" | "no_recovery" => RowKind::NoRecovery,
             "enforced" => RowKind::Enforced,
             "enforced-pause-only" => RowKind::EnforcedPauseOnly,
+            "enforced-levels" => RowKind::EnforcedLevels,
             other => match RowKind::PROFILES.iter().find(|p| **p == other) {
                 Some(p) => RowKind::Profile(p),
                 None => match parse_level(other) {
                     Some(level) => RowKind::Level(level?),
                     None => {
                         return Err(format!(
-                            "--rows: unknown row {other:?}; the rows are {}, enforced-pause-only, backfills-N (1-16) and limit-P (1-100)",
+                            "--rows: unknown row {other:?}; the rows are {}, enforced-pause-only, enforced-levels, backfills-N (1-16) and limit-P (1-100)",
                             DEFAULT_ROWS.replace(',', ", ")
                         ))
                     }
@@ -951,7 +967,7 @@ pub async fn experiment<C: Client, P: Processes>(
         ended = match *kind {
             RowKind::NoRecovery => run.no_recovery_row(progress, cancel).await,
             RowKind::Profile(p) => run.profile_row(p, progress, cancel).await,
-            k @ (RowKind::Enforced | RowKind::EnforcedPauseOnly) => {
+            k @ (RowKind::Enforced | RowKind::EnforcedPauseOnly | RowKind::EnforcedLevels) => {
                 run.enforced_row(k, progress, cancel).await
             }
             RowKind::Level(level) => run.level_row(level, progress, cancel).await,

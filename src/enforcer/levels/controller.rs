@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::list::Levels;
 use crate::enforcer::types::Time;
@@ -58,7 +58,7 @@ impl Tuning {
 }
 
 /// What was seen of one level in this recovery.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Seen {
     /// The last windows' p99, as fractions of the bound, oldest first.
     pub windows: VecDeque<f64>,
@@ -134,8 +134,16 @@ pub struct Decision {
     pub why: Why,
 }
 
+/// One recovery's list of levels and the position on it, as the enforcer keeps them (in the
+/// state file and the lease object, so that a restart or a new leader goes on from here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub levels: Levels,
+    pub position: Position,
+}
+
 /// The position in one recovery.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Position {
     pub at: usize,
     /// When the last window was judged or the level last changed: the next window is judged

@@ -4,10 +4,10 @@
 //! (or, above the operator's level, its own push). The operator's level asks nothing: it is the
 //! cluster as the operator configured it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The mClock profile a level runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Profile {
     /// Whatever the operator runs (nothing set by us).
     Operator,
@@ -26,7 +26,7 @@ impl Profile {
 }
 
 /// What one level asks of the cluster. `None` everywhere: the operator's own settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Level {
     /// mClock only.
     pub profile: Profile,
@@ -109,16 +109,64 @@ pub struct Facts {
     pub moving_pgs: usize,
 }
 
-/// The fastest level the operator allows (to be `--enforcer.max-level` once `serve` runs
-/// this controller).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The fastest level the operator allows (`--enforcer.max-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ceiling {
     /// Never faster than the operator's settings: the controller only throttles.
     Operator,
-    /// `high_recovery_ops` with the release's backfills (issue 35's default).
+    /// `high_recovery_ops` with the release's backfills (issue 35's default: the release's own
+    /// fastest profile, nothing its authors did not ship).
+    #[default]
     HighRecoveryOps,
     /// `high_recovery_ops` and `osd_max_backfills` raised up to this many, where honoured.
     Backfills(u32),
+}
+
+/// The most backfills per OSD `--enforcer.max-level backfills:N` may allow (Ceph's own
+/// `osd_max_backfills` accepts more, but a controller that raises it past this on a cluster
+/// it was not measured on is a surprise, not a policy).
+pub const MOST_BACKFILLS: u32 = 16;
+
+impl std::str::FromStr for Ceiling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "invalid max level {s:?}: expected operator (only throttle), high_recovery_ops (the default) or backfills:N (high_recovery_ops with osd_max_backfills raised up to N, 2 to {MOST_BACKFILLS}, on releases that honour it: Quincy 17.2.6 and later)"
+            )
+        };
+        match s.trim() {
+            "operator" => Ok(Ceiling::Operator),
+            "high_recovery_ops" => Ok(Ceiling::HighRecoveryOps),
+            other => {
+                let n: u32 = other
+                    .strip_prefix("backfills:")
+                    .and_then(|n| n.trim().parse().ok())
+                    .ok_or_else(bad)?;
+                if !(2..=MOST_BACKFILLS).contains(&n) {
+                    return Err(bad());
+                }
+                Ok(Ceiling::Backfills(n))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Ceiling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ceiling::Operator => f.write_str("operator"),
+            Ceiling::HighRecoveryOps => f.write_str("high_recovery_ops"),
+            Ceiling::Backfills(n) => write!(f, "backfills:{n}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Ceiling {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// What the operator allows below the operator's level.
@@ -143,7 +191,7 @@ pub const PAUSE_STEP: f64 = 0.1;
 const PAUSE_FIRST: f64 = 0.2;
 
 /// The ordered levels and where the operator's own is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Levels {
     pub list: Vec<Level>,
     /// Index of the operator's level: where a recovery starts and where the controller
@@ -395,5 +443,29 @@ mod tests {
                 "osd_max_backfills 1, osd_recovery_sleep 1",
             ]
         );
+    }
+
+    #[test]
+    fn the_max_level_reads_as_the_operator_writes_it_and_says_what_is_wrong() {
+        for (text, want) in [
+            ("operator", Ceiling::Operator),
+            ("high_recovery_ops", Ceiling::HighRecoveryOps),
+            ("backfills:3", Ceiling::Backfills(3)),
+        ] {
+            let c: Ceiling = text.parse().unwrap();
+            assert_eq!(c, want);
+            assert_eq!(c.to_string(), text);
+        }
+        for bad in [
+            "",
+            "fast",
+            "backfills:1",
+            "backfills:17",
+            "backfills:x",
+            "backfills",
+        ] {
+            let e = bad.parse::<Ceiling>().unwrap_err();
+            assert!(e.contains("backfills:N"), "{bad}: {e}");
+        }
     }
 }

@@ -7,12 +7,17 @@
 //! - [`reconcile`]: a level's desired settings against what Ceph reports: the originals to
 //!   record first, the changes, and the keys someone else took over.
 //!
-//! Pure: no command, no clock. Tested on a plant model over many seeds (`plant_tests`), judged
-//! by what a user sees. Not yet what `serve` runs: the ladder in `decide` still is (wiring the
-//! reconciler's plan into the loop, with the ladder's safety rules, is the next step; see
-//! docs/enforcer.md, "One position on a list of levels").
+//! - [`drive`]: the controller in `decide`'s loop (`--enforcer.controller levels`): the level in
+//!   force as a config change, the backfill lever's N and the pause share, inside the ladder's
+//!   safety rules.
+//!
+//! Pure: no command, no clock. Tested on a plant model over many seeds (`plant_tests`, and the
+//! whole loop in `enforcer::plant_tests`), judged by what a user sees. `serve` runs it with
+//! `--enforcer.controller levels`; the ladder stays the default until the lab's matrix
+//! (issue 35) shows this does better.
 
 pub mod controller;
+pub mod drive;
 pub mod list;
 pub mod reconcile;
 

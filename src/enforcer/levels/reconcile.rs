@@ -13,9 +13,7 @@ use crate::enforcer::types::{
     same_setting, Change, MCLOCK_PROFILE_KEY, RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
 };
 
-pub const MAX_BACKFILLS: &str = "osd_max_backfills";
-/// Without it, mClock (Quincy 17.2.6 on) resets `osd_max_backfills` to its default.
-pub const MCLOCK_OVERRIDE: &str = "osd_mclock_override_recovery_settings";
+pub use crate::enforcer::types::{MAX_BACKFILLS, MCLOCK_OVERRIDE};
 
 /// Every `osd` key a level may set: what the reconciler owns once it changed it.
 pub const LEVEL_KEYS: [&str; 5] = [

@@ -68,6 +68,7 @@ fn colour(row: &str) -> (&'static str, f64) {
         "high_recovery_ops" => ("#ff7f0e", 1.5),
         "enforced" => ("#000000", 2.5),
         "enforced-pause-only" => ("#9467bd", 2.0),
+        "enforced-levels" => ("#d62728", 2.5),
         _ => ("#8c564b", 1.5),
     }
 }

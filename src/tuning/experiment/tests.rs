@@ -1070,6 +1070,18 @@ fn rows_parse_in_the_order_given_starting_with_no_recovery() {
             RowKind::Enforced
         ]
     );
+    assert_eq!(
+        parse_rows("no-recovery,enforced,enforced-levels").unwrap(),
+        vec![
+            RowKind::NoRecovery,
+            RowKind::Enforced,
+            RowKind::EnforcedLevels
+        ]
+    );
+    assert_eq!(
+        RowKind::EnforcedLevels.serve_extra(),
+        &["--enforcer.controller", "levels"]
+    );
     let e = parse_rows("no-recovery,enforced,enforced").unwrap_err();
     assert!(e.contains("enforced is given twice"), "{e}");
     assert!(parse_rows("").is_err());

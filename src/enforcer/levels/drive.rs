@@ -1,0 +1,412 @@
+//! The level controller in the loop (`--enforcer.controller levels`). Each cycle of a recovery
+//! under the bound, the position moves on this recovery's list ([`super::controller`]) and the
+//! level in force becomes what the cluster is asked for:
+//! - its `osd` settings, as the difference from what Ceph reports ([`super::reconcile::plan`]),
+//!   one config action whose originals `decide` records before anything changes;
+//! - the backfill lever's N (`lever::follow`: its holds, its record and its balancer pause
+//!   stay the lever's own);
+//! - the pause share (the duty cycle of `pause::cycle`, its flags planned by `flags`).
+//!
+//! The ladder's safety rules stay around this, where they are: redundancy first (`decide`
+//! suspends before this is called and gives the lever's holds back), no pause while copies
+//! are missing, BLIND, OVERRIDE (a key changed by hand: hands off), the restore of exactly what
+//! the operator had when the recovery ends. Pure, like `decide`, which calls it.
+
+use super::controller::{Decision, Position, Run, Tuning, Why};
+use super::list::{levels, Allowed, Facts, Level, Levels, Queue};
+use super::reconcile::{desired, plan, Owned, LEVEL_KEYS, MAX_BACKFILLS};
+use crate::ceph::parse::versions::LimitUnit;
+use crate::enforcer::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
+use crate::enforcer::ctx::{observe_prefix, Ctx};
+use crate::enforcer::effect::Want;
+use crate::enforcer::event::{DecisionEvent, DecisionRecord, LevelMove};
+use crate::enforcer::observation::{LimitGate, OpQueue};
+use crate::enforcer::pause::{self, PauseState};
+use crate::enforcer::policy::Policy;
+use crate::enforcer::state::{ActionKind, EnforcerState, Phase};
+use crate::enforcer::types::MCLOCK_PROFILE_KEY;
+use crate::enforcer::{ladder, lever};
+use crate::units::fmt_ms;
+
+type Notes = Vec<DecisionRecord>;
+
+/// One cycle of the level controller while the bound applies; the config change the level in
+/// force asks for, if any (the lever and the pause are set in `next`).
+pub(in crate::enforcer) fn step(
+    ctx: &Ctx<'_>,
+    state: &EnforcerState,
+    next: &mut EnforcerState,
+    notes: &mut Notes,
+    bound: f64,
+) -> Option<Want> {
+    let policy = ctx.policy;
+    let now = ctx.now;
+    let allowed = allowed(policy);
+    let mut run = match next.levels.take() {
+        Some(run) => run,
+        None => {
+            let facts = match facts(ctx, next) {
+                Ok(f) => f,
+                Err(why) => {
+                    ctx.note_once(next, notes, "levels_wait", DecisionEvent::LadderWait, || {
+                        format!("LEVEL: the list of levels waits: {why}; nothing is changed until it is known")
+                    });
+                    return None;
+                }
+            };
+            let list = levels(&facts, &allowed);
+            notes.push(ctx.record(
+                DecisionEvent::Level,
+                format!(
+                    "{}LEVEL: {} levels for this recovery, from {} (the fastest allowed, --enforcer.max-level {}) to {}; starting at the operator's settings",
+                    observe_prefix(policy),
+                    list.list.len(),
+                    list.get(list.top()).describe(),
+                    policy.ladder.max_level,
+                    list.get(list.bottom()).describe()
+                ),
+            ));
+            Run {
+                position: Position::start(&list, now),
+                levels: list,
+            }
+        }
+    };
+    more_pgs(ctx, next, &allowed, &mut run, notes);
+    // What was seen while redundancy came first is not this level's: judged afresh.
+    if state.phase == Phase::Suspended {
+        run.position.since = now;
+        run.position.fresh = Some(false);
+    }
+    let tuning = Tuning {
+        aim: policy.ladder.aim,
+        ..Tuning::for_window(policy.latency_window.as_secs_f64())
+    };
+    let d = run
+        .position
+        .step(&run.levels, &tuning, ctx.obs.p99, bound, now);
+    if d.to != d.from {
+        notes.push(move_record(ctx, &run.levels, &d));
+    } else if matches!(d.why, Why::AtBottom) {
+        let key = format!("level_bottom:{}", d.to);
+        ctx.note_once(next, notes, key, DecisionEvent::LadderTop, || {
+            format!(
+                "{}LEVEL: {} is the least recovery allowed and client p99 is still over the aim: held (a faster release, a higher --enforcer.pause-max-share or --enforcer.max-rung would allow more)",
+                observe_prefix(policy),
+                run.levels.get(d.to).describe()
+            )
+        });
+    }
+    let at = run.position.at;
+    let level = run.levels.get(at).clone();
+    let rung = rung_of(&run.levels, at);
+    let home = run.levels.home;
+    next.levels = Some(run);
+    realize(ctx, next, notes, &level, rung, (d, home))
+}
+
+/// What the operator's settings allow the list (`--enforcer.max-level`, `--enforcer.max-rung`,
+/// `--enforcer.backfill-lever`, the pause's maximum share, the wpq sleeps).
+fn allowed(policy: &Policy) -> Allowed {
+    let lp = &policy.ladder;
+    Allowed {
+        ceiling: lp.max_level,
+        lever: lp.backfill_lever && lp.max_rung >= LEVER_RUNG,
+        pause_max_share: if lp.max_rung >= PAUSE_RUNG {
+            lp.pause.max_share
+        } else {
+            0.0
+        },
+        recovery_sleeps: if lp.max_rung >= 2 {
+            lp.recovery_sleeps.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The operator's value of `key`: what was recorded before the enforcer's first change, or
+/// what the config database says now.
+fn operators(next: &EnforcerState, ctx: &Ctx<'_>, key: &str) -> Option<String> {
+    match next.original.get(key) {
+        Some(v) => v.clone(),
+        None => ctx.obs.configured.get(key).cloned().flatten(),
+    }
+}
+
+/// The cluster, for the list; `Err`: what is not known yet.
+fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
+    let obs = ctx.obs;
+    let queue = match &obs.op_queue {
+        OpQueue::Mclock => Queue::Mclock {
+            // Quincy 17.2.6 and later read limits as shares, and honour osd_max_backfills
+            // with the override.
+            backfills_honoured: match obs.mclock_limit_gate(LimitUnit::Share) {
+                LimitGate::Reads => true,
+                LimitGate::Refused(_) => false,
+                LimitGate::Unknown(why) => return Err(why),
+            },
+        },
+        OpQueue::Other(_) => Queue::Wpq,
+        q => return Err(format!("the OSDs' op queue is {}", q.describe())),
+    };
+    if !obs.configured_known {
+        return Err("the configured values (ceph config dump) were not read".to_string());
+    }
+    let running = {
+        let mut seen: Vec<&String> = obs.osd_profiles.values().collect();
+        seen.dedup();
+        (seen.len() == 1).then(|| seen[0].clone())
+    };
+    let operator_profile = match (&queue, operators(next, ctx, MCLOCK_PROFILE_KEY), running) {
+        (Queue::Wpq, _, _) => String::new(),
+        (_, Some(p), _) | (_, None, Some(p)) => p,
+        (_, None, None) => {
+            return Err("the mClock profile the OSDs run is not known (unset in the config database, and the OSDs did not all answer with one)".to_string())
+        }
+    };
+    let operator_backfills = operators(next, ctx, MAX_BACKFILLS)
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(1);
+    Ok(Facts {
+        queue,
+        operator_profile,
+        operator_backfills,
+        moving_pgs: lever::backfilling_now(ctx).unwrap_or(0),
+    })
+}
+
+/// The largest N of the list's backfill-lever levels, if it has any.
+fn first_n(levels: &Levels) -> Option<usize> {
+    levels.list.iter().find_map(|l| l.backfilling_pgs)
+}
+
+/// More PGs backfill at once than when the list was made (a recovery from the PG logs that
+/// reaches the PGs that need backfill, PGs still peering at the start): while the position is
+/// above the lever's levels, the list is made again with the lever's levels for them, the
+/// levels seen so far keeping what was seen of them.
+fn more_pgs(
+    ctx: &Ctx<'_>,
+    next: &EnforcerState,
+    allowed: &Allowed,
+    run: &mut Run,
+    notes: &mut Notes,
+) {
+    if !allowed.lever || run.levels.get(run.position.at).backfilling_pgs.is_some() {
+        return;
+    }
+    let Ok(facts) = facts(ctx, next) else {
+        return;
+    };
+    let list = levels(&facts, allowed);
+    if first_n(&list).unwrap_or(0) <= first_n(&run.levels).unwrap_or(0) {
+        return;
+    }
+    let old = std::mem::replace(&mut run.levels, list);
+    let find = |l: &Level| run.levels.list.iter().position(|x| x == l);
+    let at = old.get(run.position.at);
+    // A pause level without the lever becomes the same share with the lever at its least.
+    let new_at = find(at).or_else(|| {
+        run.levels
+            .list
+            .iter()
+            .position(|x| x.pause_share == at.pause_share && x.pause_share > 0.0)
+    });
+    let Some(new_at) = new_at else {
+        run.levels = old;
+        return;
+    };
+    let seen = std::mem::take(&mut run.position.seen);
+    run.position.seen = seen
+        .into_iter()
+        .filter_map(|(i, s)| find(old.get(i)).map(|j| (j, s)))
+        .collect();
+    run.position.at = new_at;
+    notes.push(ctx.record(
+        DecisionEvent::Level,
+        format!(
+            "{}LEVEL: {} PGs now backfill at once: the list has {} levels, the backfill lever's from at most {} PGs",
+            observe_prefix(ctx.policy),
+            facts.moving_pgs,
+            run.levels.list.len(),
+            first_n(&run.levels).unwrap_or(0)
+        ),
+    ));
+}
+
+/// The ladder's rung that says what is in force, for `status`, the metrics and the loop's
+/// reads: the pause, the lever, a changed setting, or nothing.
+fn rung_of(levels: &Levels, at: usize) -> u8 {
+    let l = levels.get(at);
+    if l.pause_share > 0.0 {
+        PAUSE_RUNG
+    } else if l.backfilling_pgs.is_some() {
+        LEVER_RUNG
+    } else if at != levels.home {
+        1
+    } else {
+        0
+    }
+}
+
+/// The LEVEL line of a move, its fields typed.
+fn move_record(ctx: &Ctx<'_>, levels: &Levels, d: &Decision) -> DecisionRecord {
+    let aim = ctx.policy.ladder.aim;
+    let (from, to) = (levels.get(d.from).describe(), levels.get(d.to).describe());
+    let way = if d.to > d.from {
+        "less recovery"
+    } else {
+        "more recovery"
+    };
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let why = match &d.why {
+        Why::OverBound { p99 } => format!("the last window's p99 was {} of the bound", pct(*p99)),
+        Why::OverAim { mean } => format!(
+            "its windows average {} of the bound, over the aim of {}",
+            pct(*mean),
+            pct(aim)
+        ),
+        Why::Room { mean } => format!(
+            "its windows average {} of the bound, under the aim of {}: the budget goes to recovery speed",
+            pct(*mean),
+            pct(aim)
+        ),
+        Why::NoWrites => "no client wrote in the last window: nothing to protect".to_string(),
+        other => format!("{other:?}"),
+    };
+    let mut rec = ctx.record(
+        DecisionEvent::Level,
+        format!(
+            "{}LEVEL {} -> {} ({way}): {why}; {} -> {}",
+            observe_prefix(ctx.policy),
+            d.from,
+            d.to,
+            from,
+            to
+        ),
+    );
+    rec.level = Some(LevelMove {
+        from: d.from,
+        to: d.to,
+        from_level: from,
+        to_level: to,
+        why: d.why.clone(),
+    });
+    rec
+}
+
+/// Makes the cluster say `level`: the lever's N and the pause share in `next`, and the config
+/// change as the returned want. `moved`: this cycle's decision and the operator's level.
+fn realize(
+    ctx: &Ctx<'_>,
+    next: &mut EnforcerState,
+    notes: &mut Notes,
+    level: &Level,
+    rung: u8,
+    (d, home): (Decision, usize),
+) -> Option<Want> {
+    let (policy, obs, now) = (ctx.policy, ctx.obs, ctx.now);
+    // Never paused, nor PGs held, while any copy is missing, whatever the suspension policy.
+    let reduced = obs.undersized_pgs > 0 || !obs.pools_at_min_size.is_empty();
+    match level.backfilling_pgs.filter(|_| !reduced) {
+        Some(n) => {
+            if let Err(why) = lever::follow(ctx, next, n) {
+                ctx.note_once(next, notes, format!("level_lever:{why}"), DecisionEvent::LadderSkip, || {
+                    format!(
+                        "{}LEVEL {}: no PG is held ({why}); the level acts through its other settings",
+                        observe_prefix(policy),
+                        level.describe()
+                    )
+                });
+            }
+        }
+        None => lever::end(next, now),
+    }
+    let pp = &policy.ladder.pause;
+    if level.pause_share > 0.0 && !reduced && !next.ladder.no_pause {
+        let paused_before = next.ladder.paused_seconds;
+        let ps = next.ladder.pause.get_or_insert_with(|| {
+            let mut p = PauseState::start_at(pp, now, level.pause_share);
+            p.paused_total = paused_before;
+            p
+        });
+        ps.share = level.pause_share.min(pp.max_share);
+        if ps.paused_so_far(now) >= pp.max_total {
+            next.ladder.no_pause = true;
+            ladder::end_pause(
+                ctx,
+                next,
+                notes,
+                &format!(
+                    "the pause budget is used up ({} in this recovery, --enforcer.pause-max-total)",
+                    crate::units::fmt_secs(pp.max_total)
+                ),
+            );
+        } else {
+            pause::cycle(pp, ps, now);
+        }
+    } else if next.ladder.pause.is_some() {
+        let why = if reduced {
+            "PGs undersized: never paused while redundancy is reduced".to_string()
+        } else {
+            format!("the level in force is {}", level.describe())
+        };
+        ladder::end_pause(ctx, next, notes, &why);
+    }
+    next.ladder.rung = rung;
+    next.ladder.top = next.ladder.top.max(rung);
+    let queue = match obs.op_queue {
+        OpQueue::Mclock => Queue::Mclock {
+            backfills_honoured: true,
+        },
+        _ => Queue::Wpq,
+    };
+    let owned = Owned {
+        originals: next
+            .original
+            .iter()
+            .filter(|(k, _)| LEVEL_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        applied: Default::default(),
+        given_up: Default::default(),
+    };
+    // In observe mode nothing was set: the cluster is compared as it would be, so that each
+    // move is said once.
+    let mut configured = obs.configured.clone();
+    if let Some(a) = next.applied.as_ref().filter(|a| a.simulated) {
+        for (k, original) in &next.original {
+            configured.insert(k.clone(), a.values.get(k).cloned().or(original.clone()));
+        }
+    }
+    let p = plan(&desired(level, queue), &configured, &owned);
+    if p.changes.is_empty() {
+        return None;
+    }
+    // Less recovery than the operator's settings counts against the change limits; more, or
+    // the way back, goes at once.
+    let slower = if d.to != d.from {
+        d.to > d.from && d.to > home
+    } else {
+        d.to > home
+    };
+    let kind = if slower {
+        ActionKind::Escalate
+    } else {
+        ActionKind::Descend
+    };
+    let mut w = Want::new(
+        kind,
+        p.changes,
+        format!(
+            "level {}: {}{}",
+            d.to,
+            level.describe(),
+            obs.p99
+                .map(|p| format!(" (client p99 write {} over the last window)", fmt_ms(p)))
+                .unwrap_or_default()
+        ),
+    );
+    w.rung = Some((rung, 0));
+    Some(w)
+}
