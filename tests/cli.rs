@@ -73,7 +73,7 @@ fn fio_summary_windows_prints_the_write_p99_per_status_interval() {
     // Five reports, five windows: the first from fio's start (the first report's time minus its
     // job_runtime, 9877 ms). Its p99 is the first report's own (clat_ns.percentile 99.000000 =
     // 35913728 ns over clat_ns.N = 11232 writes); the last is the first window of the
-    // rebalance, the 213 ms docs/experiment.md quotes first for this run.
+    // rebalance, the 213 ms docs/records/experiment-history.md quotes first for this run.
     assert_eq!(
         out,
         "fio started at 1796198710.901 (Unix seconds); write p99 per window, in seconds from then:\n\

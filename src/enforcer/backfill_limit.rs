@@ -29,7 +29,7 @@
 //!   `lower` ([`LeverPolicy::raise_gate`]); N then rises with them kept, comes down with them
 //!   kept, and at N = 1 the step down puts the operator's value back before N = 1 is judged for the pause.
 //!   On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with as many
-//!   windows within the bound (docs/experiment.md, "2026-12-03, night"): the cheapest raise
+//!   windows within the bound (docs/records/experiment-history.md, "2026-12-03, night"): the cheapest raise
 //!   there is. Entering with them cost 110 s over the bound, so the entry never raises them.
 //!   The levels in order from an entry at N = k: (k, operator's ops) < (k, raised ops) <
 //!   (k + 1, raised ops) < ...; (1, operator's ops) is the lowest.
@@ -88,7 +88,7 @@ impl LeverPolicy {
     /// backfill that finishes makes room for a release, and each release (like each finish)
     /// re-peers a PG: writes to it wait for the peering, and an OSD counts a write from when
     /// it reaches it, so the OSDs' histogram misses part of that wait. The more PGs backfill,
-    /// the more often that happens: on the lab (run J, docs/experiment.md) the windows over
+    /// the more often that happens: on the lab (run J, docs/records/experiment-history.md) the windows over
     /// the bound came at N = 2 or at a release raising N to 2 and read 114-188 ms by fio while
     /// the enforcer read 80-97 ms, below its aim. At N = 1 the aim is the operator's: lower,
     /// it would cost half the speed (one op per PG instead of four) for a rare release.
@@ -122,7 +122,7 @@ impl LeverPolicy {
     /// release re-peers a PG and adds a backfill's reservations; more ops for the PGs already
     /// backfilling do neither: on the lab N = 1 with four ops cost no more p99 than with one
     /// (2026-12-03), yet with the raise gate in front of them run M spent six minutes at one
-    /// op with windows of 72-94 ms against a gate of 78 and a bound of 111 (docs/experiment.md).
+    /// op with windows of 72-94 ms against a gate of 78 and a bound of 111 (docs/records/experiment-history.md).
     fn raise_gate(&self, n: usize, fast: bool) -> f64 {
         if !fast && self.ops_step() {
             self.aim_at(n)
@@ -250,7 +250,7 @@ pub const FIRST_WINDOW_HALVINGS: u32 = 2;
 /// ([`is_first_window`]). Its p99 is mostly that peering (the reweight's, or the failure's),
 /// which no N changes, so it takes at most [`FIRST_WINDOW_HALVINGS`]; the periods that judge N
 /// begin after the holds' peering and halve it at once if backfill is what costs. On the lab
-/// (docs/experiment.md, runs K-P) the first window read 1.6-3.7x the bound whatever N later
+/// (docs/records/experiment-history.md, runs K-P) the first window read 1.6-3.7x the bound whatever N later
 /// held: 1.6x entered at 3 and held it (runs L, P: 1.2x and 2.1x the balanced row's time),
 /// 2.0x and more entered at 1 and took 2.8x and 3.6x, or more than 20 minutes (runs K, O).
 pub fn entry_n(
@@ -833,7 +833,7 @@ mod tests {
         assert!(lever_step(&lp(), &n, &input(540.0, Some(120.0), 6)).escalate);
     }
 
-    /// Run E (docs/experiment.md, 2026-12-04): at N = 1 one window at 101 ms, within the bound
+    /// Run E (docs/records/experiment-history.md, 2026-12-04): at N = 1 one window at 101 ms, within the bound
     /// of 110 ms but over its aim, called in the pause for three and a half minutes.
     #[test]
     fn at_one_windows_between_the_aim_and_the_bound_never_call_the_pause() {

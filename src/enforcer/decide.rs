@@ -317,9 +317,21 @@ pub fn on_exit(
         }),
         persist_first: None,
     };
-    match policy.on_exit {
+    // The level controller's level: a push above the operator's settings goes back whatever
+    // --enforcer.on-exit says (only a restraint is kept for the next instance), and a
+    // restraint is kept whole (the next instance goes on from the stored position).
+    let level_below_home = state.levels.as_ref().map(|r| r.position.at > r.levels.home);
+    let on_exit = match level_below_home {
+        Some(false) => OnExit::Restore,
+        _ => policy.on_exit,
+    };
+    match on_exit {
         OnExit::Restore => {
-            let why = "--enforcer.on-exit restore: a stopped enforcer watches neither p99 nor redundancy, so it leaves nothing throttled".to_string();
+            let why = if on_exit == policy.on_exit {
+                "--enforcer.on-exit restore: a stopped enforcer watches neither p99 nor redundancy, so it leaves nothing throttled".to_string()
+            } else {
+                "the level controller's push above the operator's settings goes back at exit (--enforcer.on-exit keep-throttle keeps only a restraint)".to_string()
+            };
             // The last step is the RESTORE that forgets the originals; a step before it keeps
             // them (a DESCEND), so that if it fails the next start still restores everything.
             match (rung2.is_empty(), rest.is_empty()) {
@@ -345,9 +357,15 @@ pub fn on_exit(
         OnExit::KeepThrottle => {
             // What stays: the rung-1 throttle, and with the lever's holds kept its own key (the
             // ops each backfilling PG may start), which goes with them.
+            // The level controller's restraint stays whole.
             let stays = |k: &str| {
-                !ladder::above_rung1_keys().contains(&k)
+                level_below_home.is_some()
+                    || !ladder::above_rung1_keys().contains(&k)
                     || (lever_kept && k == super::types::RECOVERY_MAX_SINGLE_START)
+                    // The wpq throttle's own backfills (a rung-1 lever there).
+                    || (k == ladder::MAX_BACKFILLS
+                        && level_below_home.is_none()
+                        && policy.wpq_levers.contains_key(k))
             };
             let held = applied
                 .values
@@ -356,7 +374,10 @@ pub fn on_exit(
                 .cloned()
                 .collect::<Vec<_>>();
             let mut changes: Vec<Change> = rung2.into_iter().filter(|c| !stays(&c.key)).collect();
-            if !changes.is_empty() && applied.kind == ActionKind::Throttle {
+            if !changes.is_empty()
+                && applied.kind == ActionKind::Throttle
+                && level_below_home.is_none()
+            {
                 // Rung 2 under mClock runs the `custom` profile: back to the rung-1 profile.
                 let rung1 = ladder::throttle_values(policy, obs).unwrap_or_else(|| {
                     if applied.values.contains_key(MCLOCK_PROFILE_KEY) {
@@ -404,6 +425,7 @@ pub fn on_exit(
                 if keeps.is_empty() { "nothing".to_string() } else { keeps.join(", ") },
                 match applied.kind {
                     ActionKind::Suspend => "the suspend profile: redundancy was at risk",
+                    _ if level_below_home.is_some() => "the level controller's restraint",
                     _ => "the rung-1 throttle",
                 }
             )));
@@ -810,10 +832,15 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
                         ));
                     }
                     _ if state.applied.is_some() => {
-                        // No profile to raise recovery without mClock: undo the throttle.
+                        // No profile to raise recovery without mClock: undo the throttle
+                        // (backfills the level controller raised stay: recovery first).
+                        let keep = ladder::raised_backfills(state);
                         want = Some(Want::new(
                             ActionKind::Suspend,
-                            changes_back(state, obs),
+                            changes_back(state, obs)
+                                .into_iter()
+                                .filter(|c| !(keep && c.key == ladder::MAX_BACKFILLS))
+                                .collect(),
                             format!("redundancy at risk: {risk}; latency bound suspended, throttle removed"),
                         ));
                     }
@@ -1230,8 +1257,10 @@ fn check_applied(
         }
     }
     // Nothing was set in observe mode: there is no effect to measure. Nor once the recovery
-    // ended: a judgement of its rung would no longer be true of anything.
+    // ended: a judgement of its rung would no longer be true of anything. The level controller
+    // judges each level itself (its LEVEL lines).
     if applied.kind == ActionKind::Throttle
+        && policy.ladder.controller == Controller::Ladder
         && ctx.obs.recovery_active()
         && !applied.simulated
         && applied.effective.is_none()

@@ -1030,6 +1030,21 @@ fn down_to_rung1(policy: &Policy, state: &EnforcerState, obs: &Observation) -> V
     changes
 }
 
+/// The level controller holds `osd_max_backfills` above the operator's: recovery first keeps
+/// what speeds recovery (SUSPEND), and RESUME or RESTORE gives it back.
+pub(super) fn raised_backfills(state: &EnforcerState) -> bool {
+    let Some(ours) = state
+        .applied
+        .as_ref()
+        .and_then(|a| a.values.get(MAX_BACKFILLS))
+    else {
+        return false;
+    };
+    let theirs = state.original.get(MAX_BACKFILLS).cloned().flatten();
+    let n = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
+    n(Some(ours)) > n(theirs.as_deref())
+}
+
 /// The keys above rung 1 the enforcer holds (rung 2's, the backfill lever's ops per PG), but
 /// those in `set`, each back to the operator's value.
 pub(super) fn above_rung1_back(
@@ -1040,13 +1055,7 @@ pub(super) fn above_rung1_back(
     let Some(applied) = &state.applied else {
         return Vec::new();
     };
-    // Backfills the level controller raised above the operator's stay: recovery first keeps
-    // what speeds recovery (SUSPEND), and RESUME or RESTORE gives them back.
-    let raised = applied.values.get(MAX_BACKFILLS).is_some_and(|ours| {
-        let theirs = state.original.get(MAX_BACKFILLS).cloned().flatten();
-        let n = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
-        n(Some(ours)) > n(theirs.as_deref())
-    });
+    let raised = raised_backfills(state);
     above_rung1_keys()
         .into_iter()
         .filter(|key| !(raised && [MAX_BACKFILLS, MCLOCK_OVERRIDE].contains(key)))

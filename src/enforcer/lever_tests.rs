@@ -1963,3 +1963,46 @@ fn on_reef_the_level_controller_spends_the_budget_up_to_the_max_level_and_gives_
         "only the operator's own setting left"
     );
 }
+
+/// With the change limits used up, a move from a push (high_recovery_ops, raised backfills)
+/// to below the operator's level still gives the push back at once: only the restraint waits.
+#[test]
+fn over_the_bound_a_push_goes_back_at_once_even_when_the_change_limits_hold_the_restraint() {
+    use crate::enforcer::levels::list::Ceiling;
+    let reef = |s: &LeverSim, p99: f64| {
+        let mut o = s.obs(Some(p99));
+        o.osd_profiles = osds("balanced");
+        o.osd_versions = Ok(vec![(
+            crate::ceph::parse::versions::version_line(
+                "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)",
+            ),
+            4,
+        )]);
+        o
+    };
+    let mut p = levels_policy(Ceiling::Backfills(3));
+    p.min_interval = Duration::from_secs(3600);
+    let mut sim = LeverSim::new(p, rebalance());
+    for _ in 0..60 {
+        sim.now += 15.0;
+        let o = reef(&sim, 12.0);
+        sim.step(o);
+    }
+    assert_eq!(sim.config.get(MAX_BACKFILLS), Some(&Some("3".to_string())));
+    // A change counted a minute ago: the next slowing change waits an hour.
+    sim.state.changes.push(sim.now - 60.0);
+    // Far over the bound: from the top past the operator's level in one move.
+    for _ in 0..8 {
+        sim.now += 15.0;
+        let o = reef(&sim, 120.0);
+        sim.step(o);
+    }
+    assert_eq!(
+        sim.config.get(MAX_BACKFILLS),
+        Some(&None),
+        "{:#?}",
+        sim.notes
+    );
+    assert_eq!(sim.config.get(MCLOCK_OVERRIDE), Some(&None));
+    assert_eq!(sim.config.get(MCLOCK_PROFILE_KEY), Some(&None));
+}

@@ -280,7 +280,7 @@ impl Default for LadderPolicy {
             max_rung: 4,
             backfill_lever: true,
             // On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with
-            // as many windows within the bound (docs/experiment.md, "2026-12-03, night").
+            // as many windows within the bound (docs/records/experiment-history.md, "2026-12-03, night").
             ops_per_pg: 4,
             settle: Duration::from_secs(60),
             // Under mClock, Pacific's `custom` profile with a recovery limit made client p99

@@ -1478,3 +1478,107 @@ fn nothing_is_changed_from_configured_values_not_read() {
         Some(&Some("balanced".to_string()))
     );
 }
+
+/// A state holding `values` (each over an unset original), as a throttle leaves it.
+fn holding(values: &[(&str, &str)]) -> (EnforcerState, BTreeMap<String, Option<String>>) {
+    let mut state = EnforcerState::default();
+    let mut configured = BTreeMap::new();
+    let mut held = BTreeMap::new();
+    for (k, v) in values {
+        held.insert(k.to_string(), v.to_string());
+        state.original.insert(k.to_string(), None);
+        configured.insert(k.to_string(), Some(v.to_string()));
+    }
+    state.applied = Some(Applied {
+        kind: ActionKind::Throttle,
+        values: held,
+        at: T0,
+        simulated: false,
+        verified: true,
+        not_taken: Vec::new(),
+        effective: None,
+    });
+    state.recovery_active = true;
+    state.ladder.rung = 1;
+    (state, configured)
+}
+
+/// keep-throttle on wpq keeps the throttle's own levers, `osd_max_backfills 1` among them
+/// (the level controller's backfills key must not make it a key that goes back at exit).
+#[test]
+fn exit_with_keep_throttle_on_wpq_keeps_the_throttles_backfills() {
+    let p = Policy {
+        on_exit: OnExit::KeepThrottle,
+        ..policy()
+    };
+    let (state, configured) = holding(&[
+        ("osd_max_backfills", "1"),
+        ("osd_recovery_sleep_hdd", "0.1"),
+    ]);
+    let obs = Observation {
+        op_queue: OpQueue::Other("wpq".into()),
+        configured,
+        ..recovering(50.0)
+    };
+    let (d, _) = on_exit(&p, &obs, &state, T0 + 100.0);
+    assert!(d.effects.is_empty(), "{:?}", d.effects);
+}
+
+/// The level controller at exit: a push above the operator's settings goes back even with
+/// keep-throttle; a restraint below them is kept whole for the next instance.
+#[test]
+fn exit_with_the_level_controller_gives_a_push_back_and_keeps_a_restraint() {
+    use super::levels::controller::{Position, Run};
+    use super::levels::list::{levels, Allowed, Ceiling, Facts, Queue};
+    let p = Policy {
+        on_exit: OnExit::KeepThrottle,
+        ..policy()
+    };
+    let facts = Facts {
+        queue: Queue::Mclock {
+            backfills_honoured: true,
+        },
+        operator_profile: "balanced".into(),
+        operator_backfills: 1,
+        moving_pgs: 4,
+    };
+    let list = levels(
+        &facts,
+        &Allowed {
+            ceiling: Ceiling::HighRecoveryOps,
+            lever: true,
+            pause_max_share: 0.8,
+            recovery_sleeps: vec![],
+        },
+    );
+    let at = |state: &mut EnforcerState, at: usize| {
+        let mut position = Position::start(&list, T0);
+        position.at = at;
+        state.levels = Some(Run {
+            levels: list.clone(),
+            position,
+            facts: facts.clone(),
+        });
+    };
+    // A push: high_recovery_ops, above the operator's level.
+    let (mut state, configured) = holding(&[(MCLOCK_PROFILE_KEY, "high_recovery_ops")]);
+    at(&mut state, list.home - 1);
+    let obs = Observation {
+        configured: configured.clone(),
+        ..recovering(20.0)
+    };
+    let (d, _) = on_exit(&p, &obs, &state, T0 + 100.0);
+    let a = d.action().expect("the push goes back");
+    assert_eq!(a.kind, ActionKind::Restore);
+    assert_eq!(a.changes[0].to, None);
+    // A restraint: high_client_ops, below it.
+    let (mut state, configured) = holding(&[(MCLOCK_PROFILE_KEY, "high_client_ops")]);
+    at(&mut state, list.home + 1);
+    let obs = Observation {
+        configured,
+        ..recovering(50.0)
+    };
+    let (d, lines) = on_exit(&p, &obs, &state, T0 + 100.0);
+    assert!(d.effects.is_empty(), "{:?}", d.effects);
+    assert!(format!("{lines:?}").contains("the level controller's restraint"));
+}

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::list::Levels;
+use super::list::{Facts, Levels};
 use crate::enforcer::types::Time;
 
 /// The controller's constants; each is a default to be set by the matrix of recoveries
@@ -140,6 +140,9 @@ pub struct Decision {
 pub struct Run {
     pub levels: Levels,
     pub position: Position,
+    /// What the list was made from (the operator's settings as found at the recovery's
+    /// start): made again from these when more PGs backfill or the operator's limits change.
+    pub facts: Facts,
 }
 
 /// The position in one recovery.

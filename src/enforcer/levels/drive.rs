@@ -14,7 +14,7 @@
 
 use super::controller::{Decision, Position, Run, Tuning, Why};
 use super::list::{levels, Allowed, Facts, Level, Levels, Queue};
-use super::reconcile::{desired, plan, Owned, LEVEL_KEYS, MAX_BACKFILLS};
+use super::reconcile::{desired, plan, Owned, LEVEL_KEYS, MAX_BACKFILLS, MCLOCK_OVERRIDE};
 use crate::ceph::parse::versions::LimitUnit;
 use crate::enforcer::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
 use crate::enforcer::ctx::{observe_prefix, Ctx};
@@ -41,7 +41,7 @@ pub(in crate::enforcer) fn step(
 ) -> Option<Want> {
     let policy = ctx.policy;
     let now = ctx.now;
-    let allowed = allowed(policy);
+    let allowed = allowed(policy, next);
     let mut run = match next.levels.take() {
         Some(run) => run,
         None => {
@@ -69,12 +69,26 @@ pub(in crate::enforcer) fn step(
             Run {
                 position: Position::start(&list, now),
                 levels: list,
+                facts,
             }
         }
     };
-    more_pgs(ctx, next, &allowed, &mut run, notes);
-    // What was seen while redundancy came first is not this level's: judged afresh.
-    if state.phase == Phase::Suspended {
+    // The operator's settings went back while the enforcer could not see (BLIND): judged
+    // afresh from them, as after a restore.
+    if state.phase == Phase::Holding
+        && state.original.is_empty()
+        && state.ladder.lever.is_none()
+        && run.position.at != run.levels.home
+    {
+        run.position = Position::start(&run.levels, now);
+    }
+    remake(ctx, &allowed, &mut run, notes);
+    let reduced = ctx.obs.undersized_pgs > 0 || !ctx.obs.pools_at_min_size.is_empty();
+    let in_force = run.levels.get(run.position.at);
+    let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
+    // What was seen while redundancy came first, or while the level's holds and pause could
+    // not be in force (copies missing), is not this level's: judged afresh afterwards.
+    if state.phase == Phase::Suspended || state.phase == Phase::Holding || unrealized {
         run.position.since = now;
         run.position.fresh = Some(false);
     }
@@ -91,7 +105,7 @@ pub(in crate::enforcer) fn step(
         let key = format!("level_bottom:{}", d.to);
         ctx.note_once(next, notes, key, DecisionEvent::LadderTop, || {
             format!(
-                "{}LEVEL: {} is the least recovery allowed and client p99 is still over the aim: held (a faster release, a higher --enforcer.pause-max-share or --enforcer.max-rung would allow more)",
+                "{}LEVEL: {} is the least recovery allowed and client p99 is still over the aim: held (a higher --enforcer.pause-max-share or --enforcer.max-rung would allow less)",
                 observe_prefix(policy),
                 run.levels.get(d.to).describe()
             )
@@ -99,20 +113,20 @@ pub(in crate::enforcer) fn step(
     }
     let at = run.position.at;
     let level = run.levels.get(at).clone();
-    let rung = rung_of(&run.levels, at);
     let home = run.levels.home;
     next.levels = Some(run);
-    realize(ctx, next, notes, &level, rung, (d, home))
+    realize(ctx, next, notes, &level, (d, home))
 }
 
 /// What the operator's settings allow the list (`--enforcer.max-level`, `--enforcer.max-rung`,
-/// `--enforcer.backfill-lever`, the pause's maximum share, the wpq sleeps).
-fn allowed(policy: &Policy) -> Allowed {
+/// `--enforcer.backfill-lever`, the pause's maximum share, the wpq sleeps), and no pause once
+/// someone took the enforcer's pause flags off by hand in this recovery.
+fn allowed(policy: &Policy, next: &EnforcerState) -> Allowed {
     let lp = &policy.ladder;
     Allowed {
         ceiling: lp.max_level,
         lever: lp.backfill_lever && lp.max_rung >= LEVER_RUNG,
-        pause_max_share: if lp.max_rung >= PAUSE_RUNG {
+        pause_max_share: if lp.max_rung >= PAUSE_RUNG && !next.ladder.no_pause {
             lp.pause.max_share
         } else {
             0.0
@@ -134,7 +148,7 @@ fn operators(next: &EnforcerState, ctx: &Ctx<'_>, key: &str) -> Option<String> {
     }
 }
 
-/// The cluster, for the list; `Err`: what is not known yet.
+/// The cluster, for the list, read once at the recovery's start; `Err`: what is not known yet.
 fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
     let obs = ctx.obs;
     let queue = match &obs.op_queue {
@@ -165,9 +179,13 @@ fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
             return Err("the mClock profile the OSDs run is not known (unset in the config database, and the OSDs did not all answer with one)".to_string())
         }
     };
-    let operator_backfills = operators(next, ctx, MAX_BACKFILLS)
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .unwrap_or(1);
+    // Under mClock the OSDs run the release's backfills (1) unless the override is on.
+    let overridden = operators(next, ctx, MCLOCK_OVERRIDE).is_some_and(|v| v.trim() == "true");
+    let operator_backfills = match queue {
+        Queue::Mclock { .. } if !overridden => None,
+        _ => operators(next, ctx, MAX_BACKFILLS).and_then(|v| v.trim().parse::<u32>().ok()),
+    }
+    .unwrap_or(1);
     Ok(Facts {
         queue,
         operator_profile,
@@ -176,77 +194,76 @@ fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
     })
 }
 
-/// The largest N of the list's backfill-lever levels, if it has any.
-fn first_n(levels: &Levels) -> Option<usize> {
-    levels.list.iter().find_map(|l| l.backfilling_pgs)
-}
-
-/// More PGs backfill at once than when the list was made (a recovery from the PG logs that
-/// reaches the PGs that need backfill, PGs still peering at the start): while the position is
-/// above the lever's levels, the list is made again with the lever's levels for them, the
-/// levels seen so far keeping what was seen of them.
-fn more_pgs(
-    ctx: &Ctx<'_>,
-    next: &EnforcerState,
-    allowed: &Allowed,
-    run: &mut Run,
-    notes: &mut Notes,
-) {
-    if !allowed.lever || run.levels.get(run.position.at).backfilling_pgs.is_some() {
-        return;
+/// The list made again when what it depends on changed since the recovery's start: more PGs
+/// backfill at once than it was made for (a recovery from the PG logs that reaches the PGs
+/// that need backfill, PGs still peering at the start), or the operator's limits changed (a
+/// restart with other flags, the pause flags taken off by hand). Levels that stay keep what was
+/// seen of them; the position stays on the same level, or the nearest that remains.
+fn remake(ctx: &Ctx<'_>, allowed: &Allowed, run: &mut Run, notes: &mut Notes) {
+    let mut facts = run.facts.clone();
+    // Counted where the lever begins, not while it holds PGs (then fewer backfill).
+    if run.levels.get(run.position.at).backfilling_pgs.is_none() {
+        if let Some(now) = lever::backfilling_now(ctx) {
+            facts.moving_pgs = facts.moving_pgs.max(now);
+        }
     }
-    let Ok(facts) = facts(ctx, next) else {
-        return;
-    };
     let list = levels(&facts, allowed);
-    if first_n(&list).unwrap_or(0) <= first_n(&run.levels).unwrap_or(0) {
+    run.facts = facts;
+    if list == run.levels {
         return;
     }
     let old = std::mem::replace(&mut run.levels, list);
-    let find = |l: &Level| run.levels.list.iter().position(|x| x == l);
-    let at = old.get(run.position.at);
-    // A pause level without the lever becomes the same share with the lever at its least.
-    let new_at = find(at).or_else(|| {
-        run.levels
-            .list
-            .iter()
-            .position(|x| x.pause_share == at.pause_share && x.pause_share > 0.0)
-    });
-    let Some(new_at) = new_at else {
-        run.levels = old;
-        return;
+    let new = &run.levels;
+    let find = |l: &Level| {
+        new.list.iter().position(|x| x == l).or_else(|| {
+            // The pause gone: the same level without it; the lever come or gone: the same
+            // pause share with the lever at its least, or without it.
+            new.list
+                .iter()
+                .position(|x| {
+                    Level {
+                        pause_share: 0.0,
+                        ..x.clone()
+                    } == Level {
+                        pause_share: 0.0,
+                        ..l.clone()
+                    }
+                })
+                .filter(|_| l.pause_share > 0.0)
+                .or_else(|| {
+                    new.list
+                        .iter()
+                        .position(|x| x.pause_share > 0.0 && x.pause_share == l.pause_share)
+                })
+        })
     };
+    let at = find(old.get(run.position.at)).unwrap_or(new.home);
     let seen = std::mem::take(&mut run.position.seen);
     run.position.seen = seen
         .into_iter()
-        .filter_map(|(i, s)| find(old.get(i)).map(|j| (j, s)))
+        .filter_map(|(i, s)| {
+            new.list
+                .iter()
+                .position(|x| x == old.get(i))
+                .map(|j| (j, s))
+        })
         .collect();
-    run.position.at = new_at;
+    if at != run.position.at || old.get(run.position.at) != new.get(at) {
+        run.position.fresh = Some(false);
+    }
+    run.position.at = at;
     notes.push(ctx.record(
         DecisionEvent::Level,
         format!(
-            "{}LEVEL: {} PGs now backfill at once: the list has {} levels, the backfill lever's from at most {} PGs",
+            "{}LEVEL: the list is made again for {} PGs backfilling at once and the limits in force: {} levels, from {} to {}; the level in force is {}",
             observe_prefix(ctx.policy),
-            facts.moving_pgs,
-            run.levels.list.len(),
-            first_n(&run.levels).unwrap_or(0)
+            run.facts.moving_pgs,
+            new.list.len(),
+            new.get(new.top()).describe(),
+            new.get(new.bottom()).describe(),
+            new.get(at).describe()
         ),
     ));
-}
-
-/// The ladder's rung that says what is in force, for `status`, the metrics and the loop's
-/// reads: the pause, the lever, a changed setting, or nothing.
-fn rung_of(levels: &Levels, at: usize) -> u8 {
-    let l = levels.get(at);
-    if l.pause_share > 0.0 {
-        PAUSE_RUNG
-    } else if l.backfilling_pgs.is_some() {
-        LEVER_RUNG
-    } else if at != levels.home {
-        1
-    } else {
-        0
-    }
 }
 
 /// The LEVEL line of a move, its fields typed.
@@ -296,13 +313,12 @@ fn move_record(ctx: &Ctx<'_>, levels: &Levels, d: &Decision) -> DecisionRecord {
 }
 
 /// Makes the cluster say `level`: the lever's N and the pause share in `next`, and the config
-/// change as the returned want. `moved`: this cycle's decision and the operator's level.
+/// change as the returned want. `(d, home)`: this cycle's decision and the operator's level.
 fn realize(
     ctx: &Ctx<'_>,
     next: &mut EnforcerState,
     notes: &mut Notes,
     level: &Level,
-    rung: u8,
     (d, home): (Decision, usize),
 ) -> Option<Want> {
     let (policy, obs, now) = (ctx.policy, ctx.obs, ctx.now);
@@ -353,6 +369,14 @@ fn realize(
         };
         ladder::end_pause(ctx, next, notes, &why);
     }
+    // The rung that says what is in force, for `status`, the metrics and the loop's reads.
+    let rung = if next.ladder.pause.is_some() {
+        PAUSE_RUNG
+    } else if next.ladder.lever.is_some() {
+        LEVER_RUNG
+    } else {
+        u8::from(d.to != home)
+    };
     next.ladder.rung = rung;
     next.ladder.top = next.ladder.top.max(rung);
     let queue = match obs.op_queue {
@@ -384,20 +408,26 @@ fn realize(
         return None;
     }
     // Less recovery than the operator's settings counts against the change limits; more, or
-    // the way back, goes at once.
-    let slower = if d.to != d.from {
-        d.to > d.from && d.to > home
+    // the way back, goes at once. A move from above the operator's level to below it gives the
+    // push back first, at once, and slows recovery at the next cycle: a deferred change must
+    // not keep recovery pushed while p99 is over the bound.
+    let slower = d.to > home;
+    // What the enforcer holds now pushes recovery above the operator's settings.
+    let pushed = ladder::raised_backfills(next)
+        || next.applied.as_ref().is_some_and(|a| {
+            a.values.get(MCLOCK_PROFILE_KEY).map(String::as_str) == Some("high_recovery_ops")
+        });
+    let (kind, changes) = if slower && pushed {
+        let to_home = plan(&desired(&Level::operator(), queue), &configured, &owned);
+        (ActionKind::Descend, to_home.changes)
+    } else if slower {
+        (ActionKind::Escalate, p.changes)
     } else {
-        d.to > home
-    };
-    let kind = if slower {
-        ActionKind::Escalate
-    } else {
-        ActionKind::Descend
+        (ActionKind::Descend, p.changes)
     };
     let mut w = Want::new(
         kind,
-        p.changes,
+        changes,
         format!(
             "level {}: {}{}",
             d.to,

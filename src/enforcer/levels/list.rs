@@ -84,7 +84,7 @@ impl Level {
 }
 
 /// The OSDs' op queue, as far as the levels depend on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Queue {
     /// mClock; `backfills_honoured`: Quincy 17.2.6 and later, where `osd_max_backfills` acts
     /// with the override (Pacific forces 1000 and has no override).
@@ -95,7 +95,7 @@ pub enum Queue {
 }
 
 /// What the cluster is, for the list: read at the recovery's start.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Facts {
     pub queue: Queue,
     /// The profile the OSDs run as the operator configured them (`high_client_ops` is

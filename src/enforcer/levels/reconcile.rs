@@ -115,6 +115,18 @@ pub fn plan(want: &Desired, configured: &BTreeMap<String, Option<String>>, owned
             to: target,
         });
     }
+    // The changes run in order. Reef's OSDs delete an `osd_max_backfills` written while the
+    // override is off (docs/tuning.md), which would read as someone else's change: the
+    // override goes on before the backfills, and off after them.
+    let on = p
+        .changes
+        .iter()
+        .any(|c| c.key == MCLOCK_OVERRIDE && c.to.as_deref() == Some("true"));
+    p.changes.sort_by_key(|c| match (c.key.as_str(), on) {
+        (MCLOCK_OVERRIDE, true) => 0,
+        (MCLOCK_OVERRIDE, false) => 2,
+        _ => 1,
+    });
     p
 }
 
@@ -208,6 +220,23 @@ mod tests {
             assert_eq!(cluster, operators, "level {at}: {:?}", l.get(at));
             assert!(owned.restored(&cluster));
         }
+    }
+
+    #[test]
+    fn the_override_is_on_before_the_backfills_are_raised_and_off_after_they_are_back() {
+        let (l, queue) = reef();
+        let mut c = BTreeMap::new();
+        let mut owned = Owned::default();
+        let p = plan(&desired(l.get(0), queue), &c, &owned);
+        let keys: Vec<&str> = p.changes.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys.first(), Some(&MCLOCK_OVERRIDE), "{keys:?}");
+        assert!(keys.contains(&MAX_BACKFILLS));
+        apply(&mut c, &p);
+        owned.applied(&p);
+        let back = plan(&desired(l.get(l.home), queue), &c, &owned);
+        let keys: Vec<&str> = back.changes.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys.last(), Some(&MCLOCK_OVERRIDE), "{keys:?}");
+        assert!(keys.contains(&MAX_BACKFILLS));
     }
 
     #[test]
