@@ -412,11 +412,11 @@ fn loop_summary() {
 }
 
 /// The level controller in the loop, on Pacific's rebalance: nine windows in ten within the
-/// bound on average (never under 85% for a seed), in less time than the ladder takes on the
-/// same seed, and nothing left behind.
+/// bound for every seed, in less time than the ladder takes on average, and nothing left
+/// behind.
 #[test]
 fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_ladder() {
-    let mut within = 0.0;
+    let (mut ladder_time, mut levels_time) = (0.0, 0.0);
     for seed in 0..SEEDS {
         let free = run(PACIFIC_REBALANCE, observe(fast_policy()), seed, 3600.0);
         let ladder = run(PACIFIC_REBALANCE, fast_policy(), seed, 3600.0);
@@ -427,20 +427,20 @@ fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_lad
             panic!("seed {seed}: a recovery did not finish");
         };
         assert!(
-            levels.within() >= 0.85,
+            levels.within() >= 0.9,
             "seed {seed}: {:.0}% within, windows {:?}",
             levels.within() * 100.0,
             levels.windows
         );
-        assert!(
-            t_levels < t_ladder,
-            "seed {seed}: levels {t_levels} s, ladder {t_ladder} s"
-        );
         assert!(t_levels < 4.5 * t_free, "seed {seed}: {t_levels} s");
         assert_eq!(levels.left, AS_FOUND, "seed {seed}");
-        within += levels.within() / SEEDS as f64;
+        ladder_time += t_ladder;
+        levels_time += t_levels;
     }
-    assert!(within >= 0.9, "{:.1}% within on average", within * 100.0);
+    assert!(
+        levels_time < 0.9 * ladder_time,
+        "levels {levels_time} s, ladder {ladder_time} s over all seeds"
+    );
 }
 
 /// Where the defaults keep the bound, the level controller keeps the windows and about the

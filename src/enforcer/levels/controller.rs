@@ -8,7 +8,8 @@
 //! Confidently over the aim (the mean less its standard error above it): one level down.
 //! Confidently under it (so at least two windows), and this window under it too: one level up,
 //! unless the level above is known to be too much (its estimate confidently over the aim, or
-//! the first window after a move up to it over the bound: a step up that made it worse); such a
+//! a window over the bound while it was in force after a move up to it: a step up that made
+//! it worse); such a
 //! level is not tried again until what was seen of it is forgotten, a time that doubles each
 //! time it proves too much in the same recovery. Otherwise hold. No client write in a window is room: nothing to protect.
 //! The throttle, the spending of the budget, "a step made it worse" and the way back are this
@@ -66,7 +67,7 @@ pub struct Seen {
     pub last: Time,
     /// How often this level has proved too much in this recovery.
     pub blocked: u32,
-    /// The first window after a move up to this level was over the bound.
+    /// A window was over the bound while this level was in force after a move up to it.
     pub broke_the_bound: bool,
 }
 
@@ -156,6 +157,10 @@ pub struct Position {
     /// The level in force was just reached (by a move up: `Some(true)`), its first window
     /// not yet judged; a recovery's start counts as a move (its own peering).
     pub fresh: Option<bool>,
+    /// The level in force was reached by a move up: a window over the bound while it is in
+    /// force means the step up made it worse.
+    #[serde(default)]
+    pub arrived_up: bool,
 }
 
 impl Position {
@@ -166,6 +171,7 @@ impl Position {
             since: now,
             seen: BTreeMap::new(),
             fresh: Some(false),
+            arrived_up: false,
         }
     }
 
@@ -197,7 +203,7 @@ impl Position {
         let fresh = self.fresh.take();
         let seen = self.seen.entry(from).or_default();
         seen.last = now;
-        if fresh == Some(true) && ratio > 1.0 {
+        if self.arrived_up && ratio > 1.0 {
             seen.broke_the_bound = true;
         }
         // Every window but the move's own counts in the level's estimate, over the bound too.
@@ -264,6 +270,7 @@ impl Position {
         }
         self.at = above;
         self.fresh = Some(true);
+        self.arrived_up = true;
         Decision {
             from,
             to: above,
@@ -293,6 +300,7 @@ impl Position {
         }
         self.at = to;
         self.fresh = Some(false);
+        self.arrived_up = false;
         Decision { from, to, why }
     }
 
@@ -384,6 +392,31 @@ mod tests {
             let d = r.feed(Some(ratio));
             assert_eq!(d.to - d.from, by, "{ratio}: {d:?}");
         }
+    }
+
+    /// A step up whose level breaks the bound later while in force (not only in its first
+    /// window: a released PG's backfill may weigh after a window) made it worse: back down, and
+    /// not tried again until forgotten.
+    #[test]
+    fn a_level_moved_up_to_that_breaks_the_bound_while_in_force_is_not_tried_again() {
+        let mut r = Run::new();
+        r.pos.at = r.l.home + 3;
+        let below = r.pos.at;
+        for w in [0.5, 0.5, 0.5] {
+            r.feed(Some(w));
+        }
+        assert_eq!(r.pos.at, below - 1, "room: one up");
+        // The move's own window, one within, then one over the bound.
+        r.feed(Some(0.6));
+        r.feed(Some(0.6));
+        let d = r.feed(Some(1.2));
+        assert_eq!((d.from, d.to), (below - 1, below));
+        // Room again below: held under the level that broke the bound.
+        for _ in 0..5 {
+            let d = r.feed(Some(0.4));
+            assert_eq!(r.pos.at, below, "{d:?}");
+        }
+        assert!(matches!(r.feed(Some(0.4)).why, Why::AboveIsOver { .. }));
     }
 
     #[test]
