@@ -229,6 +229,24 @@ pub(super) fn follow(ctx: &Ctx<'_>, next: &mut EnforcerState, n: usize) -> Resul
     Ok(())
 }
 
+/// The level controller left the lever's levels: what the lever holds is released at its pace
+/// (room under an N as large as the cluster's PGs), not all at once, which on the lab
+/// re-peered every held PG in the same window (505 ms against a bound of 133); the lever ends
+/// once nothing is held.
+pub(super) fn wind_down(ctx: &Ctx<'_>, next: &mut EnforcerState) {
+    if next.ladder.lever.is_none() {
+        return;
+    }
+    if next.backfill.held.is_empty() {
+        end(next, ctx.now);
+        return;
+    }
+    let all = view(ctx).map_or(usize::MAX / 2, |v| v.pgs.len().max(1));
+    if let Some(l) = next.ladder.lever.as_mut() {
+        l.n = all;
+    }
+}
+
 /// How many PGs are backfilling now (not waiting for it), if they can be seen: what the
 /// cluster's own limits let run at once.
 pub(super) fn backfilling_now(ctx: &Ctx<'_>) -> Option<usize> {

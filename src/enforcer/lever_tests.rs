@@ -2006,3 +2006,33 @@ fn over_the_bound_a_push_goes_back_at_once_even_when_the_change_limits_hold_the_
     assert_eq!(sim.config.get(MCLOCK_OVERRIDE), Some(&None));
     assert_eq!(sim.config.get(MCLOCK_PROFILE_KEY), Some(&None));
 }
+
+/// Moving up past the lever's levels releases what the lever holds at its pace (one PG per
+/// `RELEASE_GAP`), not every held PG in the same cycle (each release re-peers its PG).
+#[test]
+fn the_level_controller_leaves_the_lever_at_its_pace() {
+    let mut sim = LeverSim::new(
+        levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps),
+        rebalance(),
+    );
+    for _ in 0..40 {
+        sim.run_for(15, Some(60.0));
+        if sim.held() > 2 {
+            break;
+        }
+    }
+    assert!(sim.held() > 2, "{:#?}", sim.notes);
+    let mut most = 0;
+    for _ in 0..160 {
+        let before = sim.held();
+        sim.run_for(15, Some(12.0));
+        most = most.max(before.saturating_sub(sim.held()));
+        if sim.held() == 0 {
+            break;
+        }
+    }
+    assert_eq!(sim.held(), 0, "all released in the end");
+    assert!(most <= 2, "{most} PGs released in one 15-s cycle");
+    sim.run_for(15, Some(12.0));
+    assert!(sim.state.ladder.lever.is_none(), "the lever ended");
+}

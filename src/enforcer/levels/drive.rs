@@ -336,7 +336,9 @@ fn realize(
                 });
             }
         }
-        None => lever::end(next, now),
+        // Redundancy first: everything goes back at once (as `decide` gives it back).
+        None if reduced => lever::end(next, now),
+        None => lever::wind_down(ctx, next),
     }
     let pp = &policy.ladder.pause;
     if level.pause_share > 0.0 && !reduced && !next.ladder.no_pause {
