@@ -1850,6 +1850,19 @@ fn levels_policy(max_level: crate::enforcer::levels::list::Ceiling) -> Policy {
     p
 }
 
+/// What Reef's OSDs report (`balanced` by default, Ceph 18.2.7) over the recorded rebalance.
+fn reef(s: &LeverSim, p99: f64) -> Observation {
+    let mut o = s.obs(Some(p99));
+    o.osd_profiles = osds("balanced");
+    o.osd_versions = Ok(vec![(
+        crate::ceph::parse::versions::version_line(
+            "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)",
+        ),
+        4,
+    )]);
+    o
+}
+
 /// Until every PG has moved and the enforcer has given everything back (at most an hour).
 fn recover_to_the_end(sim: &mut LeverSim, obs: impl Fn(&LeverSim) -> Observation) {
     for _ in 0..240 {
@@ -1902,17 +1915,6 @@ fn with_the_level_controller_redundancy_at_risk_sets_high_recovery_ops_at_once_a
 #[test]
 fn on_reef_the_level_controller_spends_the_budget_up_to_the_max_level_and_gives_it_back() {
     use crate::enforcer::levels::list::Ceiling;
-    let reef = |s: &LeverSim, p99: f64| {
-        let mut o = s.obs(Some(p99));
-        o.osd_profiles = osds("balanced");
-        o.osd_versions = Ok(vec![(
-            crate::ceph::parse::versions::version_line(
-                "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)",
-            ),
-            4,
-        )]);
-        o
-    };
     let mut sim = LeverSim::new(levels_policy(Ceiling::Backfills(3)), rebalance());
     sim.config
         .insert(MAX_BACKFILLS.to_string(), Some("1".to_string()));
@@ -1969,17 +1971,6 @@ fn on_reef_the_level_controller_spends_the_budget_up_to_the_max_level_and_gives_
 #[test]
 fn over_the_bound_a_push_goes_back_at_once_even_when_the_change_limits_hold_the_restraint() {
     use crate::enforcer::levels::list::Ceiling;
-    let reef = |s: &LeverSim, p99: f64| {
-        let mut o = s.obs(Some(p99));
-        o.osd_profiles = osds("balanced");
-        o.osd_versions = Ok(vec![(
-            crate::ceph::parse::versions::version_line(
-                "ceph version 18.2.7 (6b0e988052ec84cf2d4a54ff9bbbc5e720b621ad) reef (stable)",
-            ),
-            4,
-        )]);
-        o
-    };
     let mut p = levels_policy(Ceiling::Backfills(3));
     p.min_interval = Duration::from_secs(3600);
     let mut sim = LeverSim::new(p, rebalance());
