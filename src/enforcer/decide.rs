@@ -961,7 +961,7 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
             ladder::judge_watches(&ctx, &mut next, &mut notes);
             match (policy.ladder.controller, bound) {
                 // One position on the list of levels, moved both ways by each window.
-                (Controller::Levels, Some(b)) if obs.baseline.is_some() => {
+                (Controller::Levels, Some(b)) => {
                     want = super::levels::drive::step(&ctx, state, &mut next, &mut notes, b);
                 }
                 (Controller::Levels, _) => {}

@@ -21,7 +21,7 @@ use crate::units::{fmt_ms, fmt_secs};
 type DecisionNotes = Vec<DecisionRecord>;
 
 pub use super::types::{
-    above_rung1_keys, rung2_keys, same_setting, MAX_BACKFILLS, MCLOCK_BEST_EFFORT_LIM,
+    above_rung1_keys, backfills, rung2_keys, same_setting, MAX_BACKFILLS, MCLOCK_BEST_EFFORT_LIM,
     MCLOCK_OVERRIDE, MCLOCK_PROFILE_KEY, MCLOCK_RECOVERY_LIM, MCLOCK_RECOVERY_RES,
     RECOVERY_MAX_ACTIVE, RECOVERY_SLEEP,
 };
@@ -531,7 +531,7 @@ pub(super) fn climb(
     let q = &obs.op_queue;
     let settle = lp.settle.as_secs_f64();
     // Whatever the suspension policy: never paused while any copy is missing.
-    let reduced = obs.undersized_pgs > 0 || !obs.pools_at_min_size.is_empty();
+    let reduced = obs.copies_missing();
     if reduced && l.lever.is_some() {
         lever::end(next, now);
     }
@@ -1041,8 +1041,7 @@ pub(super) fn raised_backfills(state: &EnforcerState) -> bool {
         return false;
     };
     let theirs = state.original.get(MAX_BACKFILLS).cloned().flatten();
-    let n = |v: Option<&str>| v.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1);
-    n(Some(ours)) > n(theirs.as_deref())
+    backfills(Some(ours)) > backfills(theirs.as_deref())
 }
 
 /// The keys above rung 1 the enforcer holds (rung 2's, the backfill lever's ops per PG), but

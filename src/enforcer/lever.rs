@@ -56,11 +56,7 @@ pub(super) fn lever_policy(policy: &Policy, (ops_from, ops_to): (u32, u32)) -> L
 fn ops(ctx: &Ctx<'_>, next: &EnforcerState, fast: bool) -> (u32, u32) {
     let key = RECOVERY_MAX_SINGLE_START;
     let to = ctx.policy.ladder.ops_per_pg;
-    let operator = match next.original.get(key) {
-        Some(orig) => Some(orig.clone()),
-        None if ctx.obs.configured_known => Some(ctx.obs.configured.get(key).cloned().flatten()),
-        None => None,
-    };
+    let operator = next.operators(ctx.obs, key);
     let from = match operator {
         Some(None) => Some(SINGLE_START_DEFAULT),
         Some(Some(v)) => v.trim().parse::<u32>().ok(),

@@ -309,10 +309,15 @@ impl LeverSim {
 
     /// Every 15 s for `secs`, p99 from `p99_ms`.
     fn run_for(&mut self, secs: u32, p99_ms: Option<f64>) {
+        self.run_with(secs, |s| s.obs(p99_ms));
+    }
+
+    /// Every 15 s for `secs`, what `obs` says the cluster reports.
+    fn run_with(&mut self, secs: u32, obs: impl Fn(&LeverSim) -> Observation) {
         for _ in 0..secs / 15 {
             self.now += 15.0;
-            let obs = self.obs(p99_ms);
-            self.step(obs);
+            let o = obs(self);
+            self.step(o);
         }
     }
 
@@ -1863,6 +1868,18 @@ fn reef(s: &LeverSim, p99: f64) -> Observation {
     o
 }
 
+/// Client p99 far over the bound (60 ms) until the level controller's lever holds at least
+/// `held` PGs (at most ten minutes).
+fn levels_to_the_lever(sim: &mut LeverSim, held: usize) {
+    for _ in 0..40 {
+        sim.run_for(15, Some(60.0));
+        if sim.held() >= held {
+            return;
+        }
+    }
+    panic!("fewer than {held} PGs held: {:#?}", sim.notes);
+}
+
 /// Until every PG has moved and the enforcer has given everything back (at most an hour).
 fn recover_to_the_end(sim: &mut LeverSim, obs: impl Fn(&LeverSim) -> Observation) {
     for _ in 0..240 {
@@ -1884,13 +1901,7 @@ fn with_the_level_controller_redundancy_at_risk_sets_high_recovery_ops_at_once_a
         levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps),
         rebalance(),
     );
-    for _ in 0..40 {
-        sim.run_for(15, Some(60.0));
-        if sim.held() > 0 {
-            break;
-        }
-    }
-    assert!(sim.held() > 0, "{:#?}", sim.notes);
+    levels_to_the_lever(&mut sim, 1);
     sim.undersized = 1;
     sim.run_for(15, Some(60.0));
     assert_eq!(sim.held(), 0);
@@ -1943,11 +1954,7 @@ fn on_reef_the_level_controller_spends_the_budget_up_to_the_max_level_and_gives_
     );
     assert_eq!(sim.held(), 0, "nothing held with room under the bound");
     // Over the bound: back down below the operator's level within a few windows.
-    for _ in 0..16 {
-        sim.now += 15.0;
-        let o = reef(&sim, 70.0);
-        sim.step(o);
-    }
+    sim.run_with(240, |s| reef(s, 70.0));
     assert_eq!(
         sim.config.get(MCLOCK_PROFILE_KEY),
         Some(&Some("high_client_ops".to_string())),
@@ -1974,20 +1981,12 @@ fn over_the_bound_a_push_goes_back_at_once_even_when_the_change_limits_hold_the_
     let mut p = levels_policy(Ceiling::Backfills(3));
     p.min_interval = Duration::from_secs(3600);
     let mut sim = LeverSim::new(p, rebalance());
-    for _ in 0..60 {
-        sim.now += 15.0;
-        let o = reef(&sim, 12.0);
-        sim.step(o);
-    }
+    sim.run_with(900, |s| reef(s, 12.0));
     assert_eq!(sim.config.get(MAX_BACKFILLS), Some(&Some("3".to_string())));
     // A change counted a minute ago: the next slowing change waits an hour.
     sim.state.changes.push(sim.now - 60.0);
     // Far over the bound: from the top past the operator's level in one move.
-    for _ in 0..8 {
-        sim.now += 15.0;
-        let o = reef(&sim, 120.0);
-        sim.step(o);
-    }
+    sim.run_with(120, |s| reef(s, 120.0));
     assert_eq!(
         sim.config.get(MAX_BACKFILLS),
         Some(&None),
@@ -2006,13 +2005,7 @@ fn the_level_controller_leaves_the_lever_at_its_pace() {
         levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps),
         rebalance(),
     );
-    for _ in 0..40 {
-        sim.run_for(15, Some(60.0));
-        if sim.held() > 2 {
-            break;
-        }
-    }
-    assert!(sim.held() > 2, "{:#?}", sim.notes);
+    levels_to_the_lever(&mut sim, 3);
     let mut most = 0;
     for _ in 0..160 {
         let before = sim.held();

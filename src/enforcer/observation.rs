@@ -111,6 +111,12 @@ pub enum LimitGate {
 }
 
 impl Observation {
+    /// Some copy is missing (PGs undersized, a pool at min_size): never a pause nor a held PG
+    /// then, whatever the suspension policy.
+    pub fn copies_missing(&self) -> bool {
+        self.undersized_pgs > 0 || !self.pools_at_min_size.is_empty()
+    }
+
     /// Recovery is active while objects are degraded or misplaced, PGs recover or backfill, or
     /// PGs are undersized (redundancy is not back yet, even before any object is degraded).
     pub fn recovery_active(&self) -> bool {

@@ -456,6 +456,21 @@ pub enum StateFileError {
 }
 
 impl EnforcerState {
+    /// The operator's value of `key` (None: unset): what was recorded before the enforcer
+    /// first changed it, else what the config database says now; `None` when neither is known
+    /// this cycle.
+    pub fn operators(
+        &self,
+        obs: &super::observation::Observation,
+        key: &str,
+    ) -> Option<Option<String>> {
+        match self.original.get(key) {
+            Some(v) => Some(v.clone()),
+            None if obs.configured_known => Some(obs.configured.get(key).cloned().flatten()),
+            None => None,
+        }
+    }
+
     /// Loads the state file; a missing file is a fresh state.
     pub fn load(path: &Path) -> Result<Self, StateFileError> {
         match std::fs::read(path) {

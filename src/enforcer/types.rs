@@ -41,6 +41,12 @@ pub const MAX_BACKFILLS: &str = "osd_max_backfills";
 /// Without it, mClock (Quincy 17.2.6 on) resets `osd_max_backfills` to its default.
 pub const MCLOCK_OVERRIDE: &str = "osd_mclock_override_recovery_settings";
 
+/// `osd_max_backfills` as the OSDs read it from the config database's value (unset, or not a
+/// number: the default, 1).
+pub fn backfills(value: Option<&str>) -> u32 {
+    value.and_then(|v| v.trim().parse().ok()).unwrap_or(1)
+}
+
 /// Every key above rung 1 the enforcer may hold: rung 2's, the backfill lever's ops per PG and
 /// the level controller's backfills. Each goes back to the operator's value when the rung that
 /// set it no longer holds (SUSPEND, down to rung 1, the lever ended), but backfills raised

@@ -24,7 +24,7 @@ use crate::enforcer::observation::{LimitGate, OpQueue};
 use crate::enforcer::pause::{self, PauseState};
 use crate::enforcer::policy::Policy;
 use crate::enforcer::state::{ActionKind, EnforcerState, Phase};
-use crate::enforcer::types::MCLOCK_PROFILE_KEY;
+use crate::enforcer::types::{backfills, MCLOCK_PROFILE_KEY};
 use crate::enforcer::{ladder, lever};
 use crate::units::fmt_ms;
 
@@ -83,7 +83,7 @@ pub(in crate::enforcer) fn step(
         run.position = Position::start(&run.levels, now);
     }
     remake(ctx, &allowed, &mut run, notes);
-    let reduced = ctx.obs.undersized_pgs > 0 || !ctx.obs.pools_at_min_size.is_empty();
+    let reduced = ctx.obs.copies_missing();
     let in_force = run.levels.get(run.position.at);
     let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
     // What was seen while redundancy came first, or while the level's holds and pause could
@@ -111,11 +111,10 @@ pub(in crate::enforcer) fn step(
             )
         });
     }
-    let at = run.position.at;
-    let level = run.levels.get(at).clone();
-    let home = run.levels.home;
+    let level = run.levels.get(run.position.at).clone();
+    let (home, queue) = (run.levels.home, run.facts.queue);
     next.levels = Some(run);
-    realize(ctx, next, notes, &level, (d, home))
+    realize(ctx, next, notes, &level, (d, home), (queue, reduced))
 }
 
 /// What the operator's settings allow the list (`--enforcer.max-level`, `--enforcer.max-rung`,
@@ -136,15 +135,6 @@ fn allowed(policy: &Policy, next: &EnforcerState) -> Allowed {
         } else {
             Vec::new()
         },
-    }
-}
-
-/// The operator's value of `key`: what was recorded before the enforcer's first change, or
-/// what the config database says now.
-fn operators(next: &EnforcerState, ctx: &Ctx<'_>, key: &str) -> Option<String> {
-    match next.original.get(key) {
-        Some(v) => v.clone(),
-        None => ctx.obs.configured.get(key).cloned().flatten(),
     }
 }
 
@@ -172,7 +162,8 @@ fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
         seen.dedup();
         (seen.len() == 1).then(|| seen[0].clone())
     };
-    let operator_profile = match (&queue, operators(next, ctx, MCLOCK_PROFILE_KEY), running) {
+    let operators = |key| next.operators(obs, key).flatten();
+    let operator_profile = match (&queue, operators(MCLOCK_PROFILE_KEY), running) {
         (Queue::Wpq, _, _) => String::new(),
         (_, Some(p), _) | (_, None, Some(p)) => p,
         (_, None, None) => {
@@ -180,12 +171,11 @@ fn facts(ctx: &Ctx<'_>, next: &EnforcerState) -> Result<Facts, String> {
         }
     };
     // Under mClock the OSDs run the release's backfills (1) unless the override is on.
-    let overridden = operators(next, ctx, MCLOCK_OVERRIDE).is_some_and(|v| v.trim() == "true");
+    let overridden = operators(MCLOCK_OVERRIDE).is_some_and(|v| v.trim() == "true");
     let operator_backfills = match queue {
-        Queue::Mclock { .. } if !overridden => None,
-        _ => operators(next, ctx, MAX_BACKFILLS).and_then(|v| v.trim().parse::<u32>().ok()),
-    }
-    .unwrap_or(1);
+        Queue::Mclock { .. } if !overridden => 1,
+        _ => backfills(operators(MAX_BACKFILLS).as_deref()),
+    };
     Ok(Facts {
         queue,
         operator_profile,
@@ -313,17 +303,18 @@ fn move_record(ctx: &Ctx<'_>, levels: &Levels, d: &Decision) -> DecisionRecord {
 }
 
 /// Makes the cluster say `level`: the lever's N and the pause share in `next`, and the config
-/// change as the returned want. `(d, home)`: this cycle's decision and the operator's level.
+/// change as the returned want. `(d, home)`: this cycle's decision and the operator's level;
+/// `reduced`: a copy is missing (never a pause nor a held PG then, whatever the suspension
+/// policy).
 fn realize(
     ctx: &Ctx<'_>,
     next: &mut EnforcerState,
     notes: &mut Notes,
     level: &Level,
     (d, home): (Decision, usize),
+    (queue, reduced): (Queue, bool),
 ) -> Option<Want> {
     let (policy, obs, now) = (ctx.policy, ctx.obs, ctx.now);
-    // Never paused, nor PGs held, while any copy is missing, whatever the suspension policy.
-    let reduced = obs.undersized_pgs > 0 || !obs.pools_at_min_size.is_empty();
     match level.backfilling_pgs.filter(|_| !reduced) {
         Some(n) => {
             if let Err(why) = lever::follow(ctx, next, n) {
@@ -381,12 +372,6 @@ fn realize(
     };
     next.ladder.rung = rung;
     next.ladder.top = next.ladder.top.max(rung);
-    let queue = match obs.op_queue {
-        OpQueue::Mclock => Queue::Mclock {
-            backfills_honoured: true,
-        },
-        _ => Queue::Wpq,
-    };
     let owned = Owned {
         originals: next
             .original
