@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::ceph::any::BackendChoice;
 use crate::ceph::cli::CliSettings;
 use crate::enforcer::pause::PausePolicy;
-use crate::enforcer::policy::{BaselineSpec, LadderPolicy, Mode, Policy};
+use crate::enforcer::policy::{BaselineSpec, Controller, LadderPolicy, Mode, Policy};
 use crate::http::limits::Limits;
 use crate::latency::aggregate::Grouping;
 use crate::lease::LeaseConfig;
@@ -240,6 +240,11 @@ fn resolve_ladder(
     let (recovery_sleeps, _) = m.recovery_sleeps.get()?;
     let (descend_below, _) = m.descend_below.get()?;
     let (aim, aim_origin) = m.aim.get()?;
+    // The level controller's own default: the matrix's windows set it (levels::controller::AIM).
+    let aim = match (&aim_origin, &controller) {
+        (Origin::Default(_), Controller::Levels) => crate::enforcer::levels::controller::AIM,
+        _ => aim,
+    };
     if aim <= descend_below {
         return Err(invalid(&aim_origin, format!(
             "aim {aim} must be above descend_below {descend_below}: the ladder releases below descend_below x the bound and steps up above aim x the bound"
@@ -631,6 +636,17 @@ mod tests {
         let s = resolve("enforcer:\n  mode: enforce\n  baseline: 16ms\n", &flags).unwrap();
         assert_eq!(s.policy.mode, Mode::Off);
         assert_eq!(s.policy.baseline, BaselineSpec::Learned);
+    }
+
+    #[test]
+    fn the_level_controller_aims_lower_unless_the_aim_is_given() {
+        let aim = |yaml: &str| resolve(yaml, &Flags::default()).unwrap().policy.ladder.aim;
+        assert_eq!(aim(""), 0.9, "the ladder's");
+        assert_eq!(
+            aim("enforcer:\n  controller: levels\n"),
+            crate::enforcer::levels::controller::AIM
+        );
+        assert_eq!(aim("enforcer:\n  controller: levels\n  aim: 0.85\n"), 0.85);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::backfill_limit::{
 use super::ctx::{observe_prefix, watch, Ctx};
 use super::effect::{BackfillEffect, Effect, Planned, Want};
 use super::event::{DecisionEvent, DecisionRecord};
-use super::observation::BackfillView;
+use super::observation::{BackfillView, Observation};
 use super::policy::{Controller, Mode, OnExit, Policy};
 use super::state::{ActionKind, EnforcerState, Held};
 use super::types::{Change, Time, RECOVERY_MAX_SINGLE_START, SINGLE_START_DEFAULT};
@@ -241,6 +241,36 @@ pub(super) fn wind_down(ctx: &Ctx<'_>, next: &mut EnforcerState) {
     if let Some(l) = next.ladder.lever.as_mut() {
         l.n = all;
     }
+}
+
+/// Whether the loop reads the lever's view (`pg dump pgs_brief`, `osd dump`, `balancer
+/// status`) this cycle: the lever is in force or holds something, or it may be entered soon. The
+/// ladder may enter it from rung 1 on; the level controller counts the PGs backfilling for its
+/// list at the recovery's start, and again only in the cycle its position is judged (once a
+/// latency window), and in every cycle its level in force asks for the lever while the lever
+/// is not yet in force (it comes in as soon as it can: after copies were missing, after a read
+/// that failed): `pg dump` is the heaviest read, a mgr call listing every PG. `now` is the
+/// read's time, never before the cycle's: a cycle that `decide` judges has its view.
+pub(super) fn view_needed(
+    policy: &Policy,
+    state: &EnforcerState,
+    obs: &Observation,
+    now: Time,
+) -> bool {
+    let l = &policy.ladder;
+    let may_enter = l.backfill_lever
+        && l.max_rung >= LEVER_RUNG
+        && obs.stale.is_none()
+        && obs.recovery_active()
+        && match l.controller {
+            Controller::Ladder => state.ladder.rung >= 1,
+            Controller::Levels => state.levels.as_ref().is_none_or(|run| {
+                run.position.due(policy.latency_window.as_secs_f64(), now)
+                    || (run.levels.get(run.position.at).backfilling_pgs.is_some()
+                        && !obs.copies_missing())
+            }),
+        };
+    may_enter || state.ladder.lever.is_some() || state.lever_holds()
 }
 
 /// How many PGs are backfilling now (not waiting for it), if they can be seen: what the

@@ -129,8 +129,12 @@ impl LeverSim {
         }
     }
 
-    /// One cycle: decide, then each effect as the loop runs it.
-    pub(super) fn step(&mut self, obs: Observation) {
+    /// One cycle: decide, then each effect as the loop runs it; the lever's view only in the
+    /// cycles the loop reads it.
+    pub(super) fn step(&mut self, mut obs: Observation) {
+        if !super::lever::view_needed(&self.policy, &self.state, &obs, self.now) {
+            obs.backfill = None;
+        }
         let d = decide(&self.policy, &obs, &self.state, self.now);
         self.notes.extend(d.notes.clone());
         self.state = d.next;
@@ -1892,6 +1896,57 @@ fn recover_to_the_end(sim: &mut LeverSim, obs: impl Fn(&LeverSim) -> Observation
         }
     }
     panic!("not over after an hour: {:#?}", sim.notes);
+}
+
+/// The level controller reads the PG view (`pg dump pgs_brief`, a mgr call listing every PG)
+/// at the recovery's start and then once a latency window, not every cycle, until its lever is
+/// in force; the lever still comes in when the bound is broken.
+#[test]
+fn the_level_controller_reads_the_pg_view_once_a_window_until_its_lever_holds() {
+    let mut sim = LeverSim::new(
+        levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps),
+        rebalance(),
+    );
+    let cycles = 40;
+    let mut reads = 0;
+    for _ in 0..cycles {
+        sim.now += 15.0;
+        let o = sim.obs(Some(20.0));
+        reads += usize::from(super::lever::view_needed(
+            &sim.policy,
+            &sim.state,
+            &o,
+            sim.now,
+        ));
+        sim.step(o);
+    }
+    assert!(sim.state.levels.is_some(), "the controller ran");
+    assert_eq!(sim.held(), 0);
+    // 40 cycles of 15 s are ten 60-s windows: the start's read and one a window.
+    assert!(
+        (10..=11).contains(&reads),
+        "{reads} reads in {cycles} cycles"
+    );
+    levels_to_the_lever(&mut sim, 1);
+}
+
+/// With the bound kept while PGs are undersized (`--enforcer.suspend-when pool-at-min-size`),
+/// the lever's holds go back while copies are missing; once they are back the lever holds
+/// again within a cycle or two, not a latency window later (its view is read for it).
+#[test]
+fn once_copies_are_back_the_level_controllers_lever_holds_again_within_a_cycle_or_two() {
+    let mut p = levels_policy(crate::enforcer::levels::list::Ceiling::HighRecoveryOps);
+    p.suspend_when = SuspendWhen::PoolAtMinSize;
+    let mut sim = LeverSim::new(p, rebalance());
+    levels_to_the_lever(&mut sim, 1);
+    sim.undersized = 1;
+    sim.run_for(60, Some(60.0));
+    assert_eq!(sim.held(), 0, "no hold while copies are missing");
+    assert_ne!(sim.state.phase, Phase::Suspended, "the bound is kept");
+    sim.undersized = 0;
+    // Two cycles of 15 s, half of the 60-s window.
+    sim.run_for(30, Some(60.0));
+    assert!(sim.held() >= 1, "{:#?}", sim.notes);
 }
 
 #[test]

@@ -535,17 +535,9 @@ impl<A: Actor, K: Clock> Enforcer<A, K> {
         }
     }
 
-    /// Whether the backfill lever needs its view this cycle: it may be entered soon (recovery,
-    /// rung 1 or more), it is in force, or it holds something.
+    /// Whether the backfill lever needs its view this cycle ([`lever::view_needed`]).
     fn lever_reads(&self, obs: &Observation) -> bool {
-        let l = &self.policy.ladder;
-        // The level controller counts the PGs backfilling from the recovery's start.
-        let may_enter = l.backfill_lever
-            && l.max_rung >= backfill_limit::LEVER_RUNG
-            && obs.stale.is_none()
-            && obs.recovery_active()
-            && (self.state.ladder.rung >= 1 || l.controller == Controller::Levels);
-        may_enter || self.state.ladder.lever.is_some() || self.state.lever_holds()
+        lever::view_needed(&self.policy, &self.state, obs, self.clock.now())
     }
 
     /// `pg dump pgs_brief`, `osd dump` and `balancer status`, for the backfill lever.

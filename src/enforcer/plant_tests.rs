@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::levels::controller::{HISTOGRAM_READS, HISTOGRAM_READS_SPREAD};
 use super::lever_tests::{lever_policy, rebalance, LeverSim};
 use super::policy::{Mode, Policy};
 use super::types::{Time, RECOVERY_MAX_SINGLE_START};
@@ -134,6 +135,9 @@ fn fast_policy() -> Policy {
 fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
     let mut sim = LeverSim::new(policy, rebalance());
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    // Its own stream: the client's noise stays what it was for each seed.
+    let mut reads = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+    let mut read_spread = reads.lognormal(HISTOGRAM_READS_SPREAD);
     let mut left: BTreeMap<String, f64> = sim
         .cluster
         .pgs
@@ -205,8 +209,11 @@ fn run(plant: Plant, policy: Policy, seed: u64, limit: f64) -> Seen {
         };
         if ticks.len() % per_window == 0 {
             windows.push(window_p99);
+            read_spread = reads.lognormal(HISTOGRAM_READS_SPREAD);
         }
-        let obs = sim.obs(Some(window_p99));
+        // The enforcer reads the OSDs' histogram: below the client's own p99, and apart from
+        // it by a factor that changes from window to window.
+        let obs = sim.obs(Some(window_p99 * HISTOGRAM_READS * read_spread));
         sim.step(obs);
         if let Some(n) = sim.state.ladder.lever.as_ref().map(|l| l.n) {
             if let Some(prev) = last_n.filter(|p| *p != n) {
@@ -382,6 +389,8 @@ fn where_one_pg_already_costs_the_bound_the_pause_holds_it_and_recovery_still_en
 fn levels_policy() -> Policy {
     let mut p = fast_policy();
     p.ladder.controller = super::policy::Controller::Levels;
+    // As the settings give it when --enforcer.aim is not.
+    p.ladder.aim = super::levels::controller::AIM;
     p
 }
 
@@ -414,10 +423,11 @@ fn loop_summary() {
 }
 
 /// The level controller in the loop, on Pacific's rebalance: nine windows in ten within the
-/// bound for every seed, in less time than the ladder takes on average, and nothing left
-/// behind.
+/// bound for every seed, in about the ladder's time (with the enforcer reading the OSDs'
+/// histogram as on the labs, both take 3.5-4.6x; the ladder 3.9x on average, the levels
+/// 4.0x), and nothing left behind.
 #[test]
-fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_ladder() {
+fn the_level_controller_holds_the_rebalance_within_the_bound_in_about_the_ladders_time() {
     let (mut ladder_time, mut levels_time) = (0.0, 0.0);
     for seed in 0..SEEDS {
         let free = run(PACIFIC_REBALANCE, observe(fast_policy()), seed, 3600.0);
@@ -434,13 +444,13 @@ fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_lad
             levels.within() * 100.0,
             levels.windows
         );
-        assert!(t_levels < 4.5 * t_free, "seed {seed}: {t_levels} s");
+        assert!(t_levels < 5.0 * t_free, "seed {seed}: {t_levels} s");
         assert_eq!(levels.left, AS_FOUND, "seed {seed}");
         ladder_time += t_ladder;
         levels_time += t_levels;
     }
     assert!(
-        levels_time < 0.9 * ladder_time,
+        levels_time < 1.1 * ladder_time,
         "levels {levels_time} s, ladder {ladder_time} s over all seeds"
     );
 }
@@ -448,7 +458,7 @@ fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_lad
 /// Where the defaults keep the bound, the level controller keeps the windows and about the
 /// pace of no enforcer at all: the recovery's own peering reads as a breach in the first
 /// window, and the way back up releases the PGs held meanwhile at the lever's pace
-/// (1.07-1.11x on this plant).
+/// (1.00-1.29x on this plant, 1.11x on average; the ladder 1.00-1.62x).
 #[test]
 fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_the_pace() {
     for seed in 0..SEEDS {
@@ -459,7 +469,7 @@ fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_th
         };
         assert!(levels.within() >= free.within(), "seed {seed}");
         assert!(
-            t_levels <= 1.15 * t_free,
+            t_levels <= 1.3 * t_free,
             "seed {seed}: {t_levels} s against {t_free} s"
         );
         assert_eq!(levels.left, AS_FOUND, "seed {seed}");
@@ -470,7 +480,7 @@ fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_th
 /// recovery still ends.
 #[test]
 fn where_one_pg_already_costs_the_bound_the_level_controllers_pause_holds_it() {
-    the_pause_holds_a_heavy_recovery(levels_policy, 0.9);
+    the_pause_holds_a_heavy_recovery(levels_policy, 0.8);
 }
 
 /// Observe mode: the level controller says where it would move, both ways, and the cluster

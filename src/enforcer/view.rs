@@ -342,6 +342,8 @@ impl EnforcerView {
         } else if obs.backfill.is_none()
             && state.ladder.lever.is_none()
             && state.backfill.is_empty()
+            // The level controller reads the view once a window: the last count stands.
+            && state.levels.is_none()
         {
             self.backfill_backfilling = None;
         }

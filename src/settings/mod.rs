@@ -472,10 +472,10 @@ declare_settings! {
             flag: "enforcer.aim",
             key: "aim",
             value_name: "FRACTION",
-            help: "Once the ladder acts, it steers client p99 to this fraction of the bound: a rung, backfill N or pause share that leaves p99 above it is not enough (the OSDs' op_w_latency misses the client's network and queue time: 5-15% below fio's p99 on the lab)",
+            help: "Once the ladder acts, it steers client p99 to this fraction of the bound: a rung, backfill N or pause share that leaves p99 above it is not enough (the OSDs' op_w_latency misses the client's network and queue time: 5-15% below fio's p99 on the lab). Under --enforcer.controller levels the default is 0.8, where the matrix's client windows held the bound nine in ten",
             default(LadderPolicy::default().aim => "0.9"),
             check: check_aim,
-            note: "above descend_below, at most 1",
+            note: "above descend_below, at most 1; 0.8 when not given under --enforcer.controller levels",
         }
         memory: OnOff {
             flag: "enforcer.memory",

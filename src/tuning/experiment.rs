@@ -2002,7 +2002,40 @@ fn windows_text(result: &ExperimentResult) -> String {
                     windows::reaction(&r.windows, b).explain()
                 ));
             }
+            out.push_str(&levels_text(result, r, b));
         }
+    }
+    out
+}
+
+/// The level controller's row: its windows by the level in force, so that what each level did
+/// to the clients is read from the windows (which held the bound, which never did).
+fn levels_text(result: &ExperimentResult, r: &ExperimentRow, bound: f64) -> String {
+    let Some(started) = r.fio_started_at else {
+        return String::new();
+    };
+    let decisions: Vec<&serde_json::Value> = result.decisions_of(&r.row).collect();
+    let groups = windows::by_level(&r.windows, started, &decisions);
+    if groups.is_empty() {
+        return String::new();
+    }
+    let width = groups
+        .iter()
+        .map(|g| g.level.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "{}: windows by the level in force at their middle (p99 in ms, ! over the bound):\n",
+        r.label
+    );
+    for g in &groups {
+        out.push_str(&format!(
+            "  {:<width$}  {:>2} of {:>2} within  {}\n",
+            g.level,
+            g.within(bound),
+            g.p99s.len(),
+            windows::sparkline_of(g.p99s.iter().copied(), Some(bound))
+        ));
     }
     out
 }

@@ -42,6 +42,9 @@ pub struct Level {
     pub pause_share: f64,
 }
 
+/// How the decision records name the level that changes nothing: where each recovery starts.
+pub const OPERATORS_LEVEL: &str = "the operator's settings";
+
 impl Level {
     /// The operator's own settings: nothing asked.
     pub fn operator() -> Self {
@@ -76,7 +79,7 @@ impl Level {
             ));
         }
         if parts.is_empty() {
-            "the operator's settings".to_string()
+            OPERATORS_LEVEL.to_string()
         } else {
             parts.join(", ")
         }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::enforcer::levels::list::OPERATORS_LEVEL;
 use crate::fio::WriteWindow;
 use crate::units::{fmt_ms, fmt_secs};
 
@@ -184,6 +185,99 @@ pub fn reaction(windows: &[RowWindow], bound: f64) -> Reaction {
     }
 }
 
+/// The windows a level of the level controller (`serve --enforcer.controller levels`) was in
+/// force for, in one row: what each level did to the clients, read from the windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelWindows {
+    /// As the LEVEL records name it ("at most 2 PGs backfilling", "the operator's settings"),
+    /// or "redundancy first" while the bound was suspended.
+    pub level: String,
+    /// The windows' p99 in seconds (`None`: no write completed), in time order.
+    pub p99s: Vec<Option<f64>>,
+}
+
+impl LevelWindows {
+    pub fn within(&self, bound: f64) -> usize {
+        self.p99s
+            .iter()
+            .filter(|p| p.is_some_and(|p| p <= bound))
+            .count()
+    }
+}
+
+/// Name of the stretch while redundancy came first (SUSPEND to RESUME).
+pub const SUSPENDED_LEVEL: &str = "redundancy first (the bound suspended)";
+
+/// The row's windows grouped by the level in force at each window's middle, levels in the
+/// order first reached. The level in force follows the row's decision records (oldest first):
+/// from the list's making (the first LEVEL record without a move: the operator's settings)
+/// through each LEVEL move (`level.to_level`) and SUSPEND/RESUME, until RECOVERY_FINISHED.
+/// Windows outside a recovery are left out; a level reached in two recoveries of the row is one
+/// group. A change of the level in force that writes no LEVEL record (the list made again
+/// without a move, hands off after an OVERRIDE) is not seen. Empty when the row has no LEVEL
+/// record (another controller).
+pub fn by_level(
+    windows: &[RowWindow],
+    fio_started_at: f64,
+    decisions: &[&serde_json::Value],
+) -> Vec<LevelWindows> {
+    // (time, what is in force from then: None outside a recovery)
+    let mut changes: Vec<(f64, Option<String>)> = Vec::new();
+    let (mut level, mut suspended): (Option<String>, bool) = (None, false);
+    for d in decisions {
+        let Some(t) = d.get("time").and_then(serde_json::Value::as_f64) else {
+            continue;
+        };
+        let event = d
+            .get("event")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let moved = d
+            .get("level")
+            .and_then(|l| l.get("to_level"))
+            .and_then(serde_json::Value::as_str);
+        match (event, moved) {
+            ("LEVEL", Some(to)) => level = Some(to.to_string()),
+            ("LEVEL", None) if level.is_none() => level = Some(OPERATORS_LEVEL.to_string()),
+            ("SUSPEND", _) => suspended = true,
+            ("RESUME", _) => suspended = false,
+            ("RECOVERY_FINISHED", _) => (level, suspended) = (None, false),
+            _ => continue,
+        }
+        let now = match (&level, suspended) {
+            (_, true) => Some(SUSPENDED_LEVEL.to_string()),
+            (l, false) => l.clone(),
+        };
+        changes.push((t, now));
+    }
+    if !decisions
+        .iter()
+        .any(|d| d.get("event").and_then(serde_json::Value::as_str) == Some("LEVEL"))
+    {
+        return Vec::new();
+    }
+    let mut out: Vec<LevelWindows> = Vec::new();
+    for w in windows {
+        let middle = fio_started_at + (w.start_seconds + w.end_seconds) / 2.0;
+        let Some(Some(name)) = changes
+            .iter()
+            .take_while(|(t, _)| *t <= middle)
+            .last()
+            .map(|(_, l)| l.clone())
+        else {
+            continue;
+        };
+        match out.iter_mut().find(|g| g.level == name) {
+            Some(g) => g.p99s.push(w.p99_seconds),
+            None => out.push(LevelWindows {
+                level: name,
+                p99s: vec![w.p99_seconds],
+            }),
+        }
+    }
+    out
+}
+
 /// "1:05" for 65 s from the row's start.
 pub fn clock(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
@@ -201,7 +295,7 @@ pub fn enforcer_sparkline(windows: &[RowWindow], bound: Option<f64>) -> String {
     sparkline_of(windows.iter().map(|w| w.enforcer_p99_seconds), bound)
 }
 
-fn sparkline_of(p99s: impl Iterator<Item = Option<f64>>, bound: Option<f64>) -> String {
+pub fn sparkline_of(p99s: impl Iterator<Item = Option<f64>>, bound: Option<f64>) -> String {
     p99s.map(|p| match p {
         None => "-".to_string(),
         Some(p) => {
@@ -322,6 +416,101 @@ mod tests {
         let got: Vec<_> = ws.iter().map(|w| w.enforcer_p99_seconds).collect();
         assert_eq!(got, [Some(0.020), Some(0.025), None]);
         assert_eq!(enforcer_sparkline(&ws, Some(0.024)), "20 !25 -");
+    }
+
+    fn record(time: f64, event: &str, to: Option<&str>) -> serde_json::Value {
+        let mut d = serde_json::json!({"time": time, "event": event});
+        if let Some(to) = to {
+            d["level"] = serde_json::json!({"from": 1, "to": 2, "from_level": "x", "to_level": to});
+        }
+        d
+    }
+
+    #[test]
+    fn the_windows_go_to_the_level_in_force_at_their_middle() {
+        // fio from 1000 s, windows of 10 s; the recovery from 1012 to 1068 s.
+        let ws = row(&[
+            Some(10.0),  // 0-10: before the recovery: left out
+            Some(300.0), // 10-20 (middle 15): the operator's settings
+            Some(120.0), // 20-30 (middle 25): moved to 2 PGs at 24
+            Some(40.0),  // 30-40: 2 PGs
+            None,        // 40-50: suspended from 1041: no write
+            Some(60.0),  // 50-60: resumed at 1052: 2 PGs again
+            Some(50.0),  // 60-70 (middle 65): the paused level from 1063
+            Some(12.0),  // 70-80: the recovery finished at 1068: left out
+        ]);
+        let ds = [
+            record(1005.0, "LEASE_ACQUIRED", None),
+            record(1012.0, "LEVEL", None),
+            record(1024.0, "LEVEL", Some("at most 2 PGs backfilling")),
+            record(1041.0, "SUSPEND", None),
+            record(1052.0, "RESUME", None),
+            record(
+                1063.0,
+                "LEVEL",
+                Some("at most 1 PGs backfilling, paused 50% of each period"),
+            ),
+            record(1068.0, "RECOVERY_FINISHED", None),
+        ];
+        let refs: Vec<&serde_json::Value> = ds.iter().collect();
+        let got = by_level(&ws, 1000.0, &refs);
+        let names: Vec<&str> = got.iter().map(|g| g.level.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                OPERATORS_LEVEL,
+                "at most 2 PGs backfilling",
+                SUSPENDED_LEVEL,
+                "at most 1 PGs backfilling, paused 50% of each period"
+            ]
+        );
+        assert_eq!(got[0].p99s, [Some(0.3)]);
+        assert_eq!(got[1].p99s, [Some(0.12), Some(0.04), Some(0.06)]);
+        assert_eq!(got[1].within(0.1), 2);
+        assert_eq!(got[2].p99s, [None]);
+        assert_eq!(got[2].within(1.0), 0, "no write is never within");
+        // Another controller's row (no LEVEL record): nothing to group by.
+        let ladder = [record(1012.0, "THROTTLE", None)];
+        assert!(by_level(&ws, 1000.0, &[&ladder[0]]).is_empty());
+    }
+
+    /// The lab's Pacific `osd-out` cell (2026-12-07): the least recovery allowed (one PG, paused
+    /// 80%) was in force for most of it and over the bound in most of its windows.
+    #[test]
+    fn a_recorded_cell_shows_what_the_least_recovery_allowed_did() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/records/matrix/pacific-osd-out"
+        );
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{dir}/{f}")).unwrap_or_else(|e| panic!("{f}: {e}"))
+        };
+        let result: super::super::ExperimentResult =
+            serde_json::from_str(&read("result.json")).expect("result.json");
+        let row = result
+            .rows
+            .iter()
+            .find(|r| r.row == "enforced-levels")
+            .expect("the levels row");
+        let decisions: Vec<&serde_json::Value> = result.decisions_of(&row.row).collect();
+        let groups = by_level(
+            &row.windows,
+            row.fio_started_at.expect("fio start"),
+            &decisions,
+        );
+        let bound = result.bound_seconds.expect("bound");
+        let least = groups
+            .iter()
+            .find(|g| g.level == "at most 1 PGs backfilling, paused 80% of each period")
+            .expect("the least recovery allowed");
+        // Within: two windows under the bound and two exactly at it.
+        assert_eq!((least.within(bound), least.p99s.len()), (4, 24));
+        assert_eq!(groups[0].level, OPERATORS_LEVEL);
+        let counted: usize = groups.iter().map(|g| g.p99s.len()).sum();
+        assert!(
+            counted < row.windows.len(),
+            "windows outside the recovery left out"
+        );
     }
 
     #[test]
