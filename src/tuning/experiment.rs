@@ -2033,8 +2033,8 @@ fn levels_text(result: &ExperimentResult, r: &ExperimentRow, bound: f64) -> Stri
             "  {:<width$}  {:>2} of {:>2} within  {}\n",
             g.level,
             g.within(bound),
-            g.p99s.len(),
-            windows::sparkline_of(g.p99s.iter().copied(), Some(bound))
+            g.windows.len(),
+            windows::sparkline(&g.windows, Some(bound))
         ));
     }
     out

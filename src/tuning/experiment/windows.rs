@@ -192,16 +192,13 @@ pub struct LevelWindows {
     /// As the LEVEL records name it ("at most 2 PGs backfilling", "the operator's settings"),
     /// or "redundancy first" while the bound was suspended.
     pub level: String,
-    /// The windows' p99 in seconds (`None`: no write completed), in time order.
-    pub p99s: Vec<Option<f64>>,
+    /// The row's windows the level was in force for, in time order.
+    pub windows: Vec<RowWindow>,
 }
 
 impl LevelWindows {
     pub fn within(&self, bound: f64) -> usize {
-        self.p99s
-            .iter()
-            .filter(|p| p.is_some_and(|p| p <= bound))
-            .count()
+        self.windows.iter().filter(|w| w.within(bound)).count()
     }
 }
 
@@ -224,6 +221,7 @@ pub fn by_level(
     // (time, what is in force from then: None outside a recovery)
     let mut changes: Vec<(f64, Option<String>)> = Vec::new();
     let (mut level, mut suspended): (Option<String>, bool) = (None, false);
+    let mut levels_controller = false;
     for d in decisions {
         let Some(t) = d.get("time").and_then(serde_json::Value::as_f64) else {
             continue;
@@ -236,6 +234,7 @@ pub fn by_level(
             .get("level")
             .and_then(|l| l.get("to_level"))
             .and_then(serde_json::Value::as_str);
+        levels_controller |= event == "LEVEL";
         match (event, moved) {
             ("LEVEL", Some(to)) => level = Some(to.to_string()),
             ("LEVEL", None) if level.is_none() => level = Some(OPERATORS_LEVEL.to_string()),
@@ -250,10 +249,7 @@ pub fn by_level(
         };
         changes.push((t, now));
     }
-    if !decisions
-        .iter()
-        .any(|d| d.get("event").and_then(serde_json::Value::as_str) == Some("LEVEL"))
-    {
+    if !levels_controller {
         return Vec::new();
     }
     let mut out: Vec<LevelWindows> = Vec::new();
@@ -268,10 +264,10 @@ pub fn by_level(
             continue;
         };
         match out.iter_mut().find(|g| g.level == name) {
-            Some(g) => g.p99s.push(w.p99_seconds),
+            Some(g) => g.windows.push(w.clone()),
             None => out.push(LevelWindows {
                 level: name,
-                p99s: vec![w.p99_seconds],
+                windows: vec![w.clone()],
             }),
         }
     }
@@ -295,7 +291,7 @@ pub fn enforcer_sparkline(windows: &[RowWindow], bound: Option<f64>) -> String {
     sparkline_of(windows.iter().map(|w| w.enforcer_p99_seconds), bound)
 }
 
-pub fn sparkline_of(p99s: impl Iterator<Item = Option<f64>>, bound: Option<f64>) -> String {
+fn sparkline_of(p99s: impl Iterator<Item = Option<f64>>, bound: Option<f64>) -> String {
     p99s.map(|p| match p {
         None => "-".to_string(),
         Some(p) => {
@@ -454,6 +450,7 @@ mod tests {
         ];
         let refs: Vec<&serde_json::Value> = ds.iter().collect();
         let got = by_level(&ws, 1000.0, &refs);
+        let p99s = |g: &LevelWindows| g.windows.iter().map(|w| w.p99_seconds).collect::<Vec<_>>();
         let names: Vec<&str> = got.iter().map(|g| g.level.as_str()).collect();
         assert_eq!(
             names,
@@ -464,10 +461,10 @@ mod tests {
                 "at most 1 PGs backfilling, paused 50% of each period"
             ]
         );
-        assert_eq!(got[0].p99s, [Some(0.3)]);
-        assert_eq!(got[1].p99s, [Some(0.12), Some(0.04), Some(0.06)]);
+        assert_eq!(p99s(&got[0]), [Some(0.3)]);
+        assert_eq!(p99s(&got[1]), [Some(0.12), Some(0.04), Some(0.06)]);
         assert_eq!(got[1].within(0.1), 2);
-        assert_eq!(got[2].p99s, [None]);
+        assert_eq!(p99s(&got[2]), [None]);
         assert_eq!(got[2].within(1.0), 0, "no write is never within");
         // Another controller's row (no LEVEL record): nothing to group by.
         let ladder = [record(1012.0, "THROTTLE", None)];
@@ -504,9 +501,9 @@ mod tests {
             .find(|g| g.level == "at most 1 PGs backfilling, paused 80% of each period")
             .expect("the least recovery allowed");
         // Within: two windows under the bound and two exactly at it.
-        assert_eq!((least.within(bound), least.p99s.len()), (4, 24));
+        assert_eq!((least.within(bound), least.windows.len()), (4, 24));
         assert_eq!(groups[0].level, OPERATORS_LEVEL);
-        let counted: usize = groups.iter().map(|g| g.p99s.len()).sum();
+        let counted: usize = groups.iter().map(|g| g.windows.len()).sum();
         assert!(
             counted < row.windows.len(),
             "windows outside the recovery left out"
