@@ -136,9 +136,13 @@ fn exporter_follows_a_real_failure_and_recovery() {
     lab(&["osd-stop", "3"]);
     let m = exporter.wait_metrics(
         Duration::from_secs(90),
-        "undersized PGs and rbd-vms at min_size",
+        "osd.3 down, undersized PGs and rbd-vms at min_size",
+        // One collection reads the OSD map and the PG stats by separate commands: on Tentacle
+        // the PGs were seen undersized while the OSD map read a moment before still had
+        // osd.3 up (CI, 2026-12-07). Wait for both.
         |m| {
-            m.get("ceph_pg_undersized").unwrap_or(0.0) > 0.0
+            m.get("ceph_osds_up") == Some(3.0)
+                && m.get("ceph_pg_undersized").unwrap_or(0.0) > 0.0
                 && m.get("ceph_pool_at_min_size{pool=\"rbd-vms\"}") == Some(1.0)
         },
     );
