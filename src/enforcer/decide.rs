@@ -747,7 +747,16 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         }
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         super::lever::end(&mut next, now);
-        // The level controller's list is this recovery's.
+        // The level controller's list is this recovery's; the level that held the bound in
+        // it is remembered for the next.
+        if let Some(run) = state.levels.as_ref() {
+            if let Some(h) = run.position.held {
+                next.memory.level_held = Some(super::state::LevelHeld {
+                    at: now,
+                    level: run.levels.get(h).clone(),
+                });
+            }
+        }
         next.levels = None;
         // The releases that kept the recovery on are past the stats' lag: forgotten.
         next.backfill.tidy_at(now);

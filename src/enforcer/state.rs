@@ -226,6 +226,19 @@ pub struct ClusterMemory {
     pub hurt: BTreeMap<String, Hurt>,
     /// What held the bound in the last recovery that needed the ladder.
     pub held: Option<Held>,
+    /// What held the bound in the last recovery that needed the level controller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level_held: Option<LevelHeld>,
+}
+
+/// The level with the most recovery below the operator's whose windows held at the aim, in the
+/// last recovery that went below the operator's level (`--enforcer.controller levels`): a
+/// window over the bound in the next recovery moves at least down to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelHeld {
+    /// When that recovery ended.
+    pub at: Time,
+    pub level: super::levels::list::Level,
 }
 
 /// A lever that made client p99 worse on this cluster: skipped until `at` + [`HURT_FORGET_AFTER`].

@@ -408,6 +408,13 @@ pub fn memory_lines(
             fmt_when(h.at, now)
         ));
     }
+    if let Some(h) = &m.level_held {
+        out.push(format!(
+            "last held the bound with {} (the level controller) {}: a window over the bound in the next recovery moves at least there",
+            h.level.describe(),
+            fmt_when(h.at, now)
+        ));
+    }
     if !policy.memory && !out.is_empty() {
         for line in &mut out {
             *line = format!("{line} (ignored: --enforcer.memory off)");

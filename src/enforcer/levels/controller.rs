@@ -13,13 +13,15 @@
 //! level is not tried again until what was seen of it is forgotten, a time that doubles each
 //! time it proves too much in the same recovery. Otherwise hold. No client write in a window is room: nothing to protect.
 //! The throttle, the spending of the budget, "a step made it worse" and the way back are this
-//! one rule.
+//! one rule. The memory of where the bound held on this cluster is the level with the most
+//! recovery below the operator's whose windows held at the aim in the last recovery that needed
+//! one: a window over the bound in the next recovery moves at least down to it.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::list::{Facts, Levels};
+use super::list::{Facts, Level, Levels};
 use crate::enforcer::types::Time;
 
 /// The enforcer's p99 (the OSDs' write-latency histogram over its latency window) against the
@@ -124,8 +126,13 @@ impl Seen {
 pub enum Why {
     /// The level in force has not yet had a whole window.
     Settling,
-    /// This window's p99 over the bound: down `levels` at once.
-    OverBound { p99: f64 },
+    /// This window's p99 over the bound: down at once; `remembered`: as far as the level that
+    /// held the bound in the last recovery on this cluster, further than the p99 alone moves.
+    OverBound {
+        p99: f64,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        remembered: bool,
+    },
     /// The level's windows average over the aim (by more than their standard error).
     OverAim { mean: f64 },
     /// This window and the level's windows under the aim: one up.
@@ -180,6 +187,15 @@ pub struct Position {
     /// force means the step up made it worse.
     #[serde(default)]
     pub arrived_up: bool,
+    /// The memory on this list: the level that held the bound in the last recovery on this
+    /// cluster ([`Levels::restraining_as_much`]); a window over the bound moves at least down
+    /// to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered: Option<usize>,
+    /// The level with the most recovery below the operator's whose windows held at the aim in
+    /// this recovery: what the memory keeps when the recovery ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<usize>,
 }
 
 impl Position {
@@ -191,6 +207,16 @@ impl Position {
             seen: BTreeMap::new(),
             fresh: Some(false),
             arrived_up: false,
+            remembered: None,
+            held: None,
+        }
+    }
+
+    /// The same start with the memory of the level that held the bound in the last recovery.
+    pub fn remembering(levels: &Levels, held: Option<&Level>, now: Time) -> Self {
+        Position {
+            remembered: held.and_then(|l| levels.restraining_as_much(l)),
+            ..Position::start(levels, now)
         }
     }
 
@@ -242,12 +268,32 @@ impl Position {
             // Further over, further down: one level per half-doubling over the aim.
             let over = (ratio / tuning.aim).log2();
             let by = ((2.0 * over).ceil() as usize).max(1);
-            return self.down(levels, tuning, by, Why::OverBound { p99: ratio });
+            let remembered = self.remembered.is_some_and(|m| m > from + by);
+            let by = match self.remembered {
+                Some(m) if remembered => m - from,
+                _ => by,
+            };
+            return self.down(
+                levels,
+                tuning,
+                by,
+                Why::OverBound {
+                    p99: ratio,
+                    remembered,
+                },
+            );
         }
         if fresh.is_some() {
             return hold(Why::AfterMove { p99: ratio });
         }
         let mean = seen.mean().unwrap_or(ratio);
+        // Below the operator's level, a level whose windows hold at the aim is what the next
+        // recovery's breach moves to (the one with the most recovery of those seen).
+        let holds =
+            !seen.too_much(tuning) && seen.estimate(tuning).is_some_and(|(m, _)| m <= tuning.aim);
+        if from > levels.home && holds && self.held.is_none_or(|h| from < h) {
+            self.held = Some(from);
+        }
         if seen.over_aim(tuning) {
             return self.down(levels, tuning, 1, Why::OverAim { mean });
         }
@@ -446,6 +492,72 @@ mod tests {
             assert_eq!(r.pos.at, below, "{d:?}");
         }
         assert!(matches!(r.feed(Some(0.4)).why, Why::AboveIsOver { .. }));
+    }
+
+    /// The memory: a level that held in the last recovery is where a breach of the next one
+    /// goes at once, however little over the bound its first window is; the rule alone moves
+    /// one level for a window 10% over.
+    #[test]
+    fn a_window_over_the_bound_moves_at_least_to_the_level_that_held_in_the_last_recovery() {
+        let held = Level {
+            backfilling_pgs: Some(2),
+            ..Level::operator()
+        };
+        let mut r = Run::new();
+        r.pos = Position::remembering(&r.l, Some(&held), 0.0);
+        let m = r.pos.remembered.expect("the list has a level with 2 PGs");
+        assert_eq!(r.l.get(m).backfilling_pgs, Some(2));
+        let d = r.feed(Some(1.1));
+        assert_eq!(d.to, m, "{d:?}");
+        assert_eq!(
+            d.why,
+            Why::OverBound {
+                p99: 1.1,
+                remembered: true
+            }
+        );
+        // Further over than the memory: the rule's own move, further down.
+        let mut r = Run::new();
+        r.pos = Position::remembering(&r.l, Some(&held), 0.0);
+        r.pos.at = m - 1;
+        let d = r.feed(Some(3.4));
+        assert_eq!(d.to, m - 1 + 4, "{d:?}");
+        // Without a memory: one level.
+        let mut r = Run::new();
+        assert_eq!(r.feed(Some(1.1)).to, r.l.home + 1);
+    }
+
+    /// What the memory keeps: the level with the most recovery below the operator's whose
+    /// windows held at the aim; not a level that held only until it proved too much, nor the
+    /// operator's own level.
+    #[test]
+    fn the_level_held_is_the_fastest_below_the_operators_whose_windows_held_at_the_aim() {
+        let mut r = Run::new();
+        r.pos.at = r.l.home + 4;
+        // The move's own window, two under the aim: an estimate that holds; one up.
+        for w in [0.5, 0.5, 0.5] {
+            r.feed(Some(w));
+        }
+        assert_eq!(r.pos.held, Some(r.l.home + 4));
+        assert_eq!(r.pos.at, r.l.home + 3);
+        // The level above holds too (its first window, then two): remembered instead.
+        for w in [0.6, 0.7, 0.7] {
+            r.feed(Some(w));
+        }
+        assert_eq!(r.pos.held, Some(r.l.home + 3));
+        // Two levels further up, one breaks the bound: the held level stays the one below.
+        let mut r = Run::new();
+        r.pos.at = r.l.home + 2;
+        for w in [0.5, 0.95, 0.95, 0.95] {
+            r.feed(Some(w));
+        }
+        assert_eq!(r.pos.held, None, "never at the aim: {:?}", r.pos.seen);
+        // At the operator's level: nothing to remember.
+        let mut r = Run::new();
+        for _ in 0..4 {
+            r.feed(Some(0.5));
+        }
+        assert_eq!(r.pos.held, None);
     }
 
     #[test]

@@ -55,10 +55,21 @@ pub(in crate::enforcer) fn step(
                 }
             };
             let list = levels(&facts, &allowed);
+            let held = next.memory.level_held.as_ref();
+            let position = Position::remembering(&list, held.map(|h| &h.level), now);
+            let memory = match (held, position.remembered) {
+                (Some(h), Some(m)) => format!(
+                    "; a window over the bound moves at least to {} ({} held the bound in the recovery that ended {})",
+                    list.get(m).describe(),
+                    h.level.describe(),
+                    crate::units::fmt_when(h.at, now)
+                ),
+                _ => String::new(),
+            };
             notes.push(ctx.record(
                 DecisionEvent::Level,
                 format!(
-                    "{}LEVEL: {} levels for this recovery, from {} (the fastest allowed, --enforcer.max-level {}) to {}; starting at the operator's settings",
+                    "{}LEVEL: {} levels for this recovery, from {} (the fastest allowed, --enforcer.max-level {}) to {}; starting at the operator's settings{memory}",
                     observe_prefix(policy),
                     list.list.len(),
                     list.get(list.top()).describe(),
@@ -67,7 +78,7 @@ pub(in crate::enforcer) fn step(
                 ),
             ));
             Run {
-                position: Position::start(&list, now),
+                position,
                 levels: list,
                 facts,
             }
@@ -80,7 +91,8 @@ pub(in crate::enforcer) fn step(
         && state.ladder.lever.is_none()
         && run.position.at != run.levels.home
     {
-        run.position = Position::start(&run.levels, now);
+        let held = next.memory.level_held.as_ref().map(|h| &h.level);
+        run.position = Position::remembering(&run.levels, held, now);
     }
     remake(ctx, &allowed, &mut run, notes);
     let reduced = ctx.obs.copies_missing();
@@ -228,6 +240,12 @@ fn remake(ctx: &Ctx<'_>, allowed: &Allowed, run: &mut Run, notes: &mut Notes) {
         })
     };
     let at = find(old.get(run.position.at)).unwrap_or(new.home);
+    let same = |i: usize| new.list.iter().position(|x| x == old.get(i));
+    run.position.held = run.position.held.and_then(same);
+    run.position.remembered = run
+        .position
+        .remembered
+        .and_then(|m| new.restraining_as_much(old.get(m)));
     let seen = std::mem::take(&mut run.position.seen);
     run.position.seen = seen
         .into_iter()
@@ -267,7 +285,15 @@ fn move_record(ctx: &Ctx<'_>, levels: &Levels, d: &Decision) -> DecisionRecord {
     };
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let why = match &d.why {
-        Why::OverBound { p99 } => format!("the last window's p99 was {} of the bound", pct(*p99)),
+        Why::OverBound { p99, remembered } => format!(
+            "the last window's p99 was {} of the bound{}",
+            pct(*p99),
+            if *remembered {
+                "; down to the level that held the bound in the last recovery on this cluster"
+            } else {
+                ""
+            }
+        ),
         Why::OverAim { mean } => format!(
             "its windows average {} of the bound, over the aim of {}",
             pct(*mean),

@@ -214,6 +214,29 @@ impl Levels {
     pub fn get(&self, at: usize) -> &Level {
         &self.list[at.min(self.bottom())]
     }
+
+    /// The level with the most recovery below the operator's that restrains recovery at least
+    /// as much as `l` (a level of another recovery's list: the memory of where the bound
+    /// held): no more PGs backfilling, no shorter pause, no shorter recovery sleep, no more
+    /// backfills where both lower them. The bottom when none does (the operator allows less
+    /// now); None when `l` restrains nothing or nothing lies below the operator's level.
+    pub fn restraining_as_much(&self, l: &Level) -> Option<usize> {
+        if *l == Level::operator() || self.bottom() <= self.home {
+            return None;
+        }
+        let as_much = |x: &Level| {
+            x.backfilling_pgs.unwrap_or(usize::MAX) <= l.backfilling_pgs.unwrap_or(usize::MAX)
+                && x.pause_share >= l.pause_share - 1e-9
+                && x.recovery_sleep.unwrap_or(0.0) >= l.recovery_sleep.unwrap_or(0.0) - 1e-9
+                && match (x.backfills, l.backfills) {
+                    (Some(a), Some(b)) => a <= b,
+                    _ => true,
+                }
+        };
+        (self.home + 1..self.list.len())
+            .find(|&j| as_much(&self.list[j]))
+            .or(Some(self.bottom()))
+    }
 }
 
 /// The levels for this cluster, from the most recovery (index 0) to the least.
@@ -470,5 +493,43 @@ mod tests {
             let e = bad.parse::<Ceiling>().unwrap_err();
             assert!(e.contains("backfills:N"), "{bad}: {e}");
         }
+    }
+
+    /// The memory of another recovery's level, on this recovery's list: the first level that
+    /// restrains as much (its N made from other moving PGs); the bottom when the operator
+    /// allows less now; nothing for the operator's own level.
+    #[test]
+    fn a_remembered_level_maps_to_the_first_level_restraining_as_much() {
+        let a = Allowed {
+            recovery_sleeps: vec![],
+            ..allowed(Ceiling::HighRecoveryOps)
+        };
+        let then = levels(&pacific(19), &a);
+        let now = levels(&pacific(7), &a);
+        let n = |l: &Levels, k: usize| {
+            l.list
+                .iter()
+                .position(|x| x.backfilling_pgs == Some(k) && x.pause_share == 0.0)
+        };
+        // 19 PGs: 12, 8, 5, 3, 2, 1; 7 PGs: 5, 3, 2, 1.
+        let eight = then.get(n(&then, 8).expect("8 PGs"));
+        assert_eq!(now.restraining_as_much(eight), n(&now, 5));
+        let two = then.get(n(&then, 2).expect("2 PGs"));
+        assert_eq!(now.restraining_as_much(two), n(&now, 2));
+        let paused = then.get(then.bottom());
+        assert_eq!(now.restraining_as_much(paused), Some(now.bottom()));
+        // No pause allowed now: the bottom, N = 1, is the most restraint there is.
+        let no_pause = levels(
+            &pacific(7),
+            &Allowed {
+                pause_max_share: 0.0,
+                ..a.clone()
+            },
+        );
+        assert_eq!(
+            no_pause.restraining_as_much(paused),
+            Some(no_pause.bottom())
+        );
+        assert_eq!(now.restraining_as_much(&Level::operator()), None);
     }
 }
