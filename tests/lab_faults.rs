@@ -11,7 +11,8 @@
 //!
 //! Run by scripts/test (about 27 minutes on the 2-core lab machine):
 //!   CRB_LAB=1 cargo test --features librados --test lab_faults -- --include-ignored --test-threads=1 --nocapture
-//! `CRB_FAULT_ROWS=1,5` runs only those rows. The table is also written to
+//! `CRB_FAULT_ROWS=1,5` runs only those rows; `CRB_FAULT_SERVE_ARGS` adds flags to every
+//! instance (e.g. `--enforcer.controller levels`). The table is also written to
 //! `target/fault-matrix.md`.
 #![cfg(feature = "librados")]
 
@@ -413,6 +414,11 @@ fn enforce_args(state_file: &Path, extra: &[&str]) -> Vec<String> {
         }
     }
     args.extend(extra.iter().map(|s| s.to_string()));
+    // CRB_FAULT_SERVE_ARGS (split on spaces), e.g. `--enforcer.controller levels`: the same
+    // faults under another controller or setting before it becomes a default.
+    if let Ok(more) = std::env::var("CRB_FAULT_SERVE_ARGS") {
+        args.extend(more.split_whitespace().map(str::to_string));
+    }
     args
 }
 
