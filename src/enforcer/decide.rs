@@ -748,8 +748,13 @@ fn decide_core(policy: &Policy, obs: &Observation, state: &EnforcerState, now: T
         ladder::end_pause(&ctx, &mut next, &mut notes, "recovery finished");
         super::lever::end(&mut next, now);
         // The level controller's list is this recovery's; the level that held the bound in
-        // it is remembered for the next.
-        if let Some(run) = state.levels.as_ref() {
+        // it is remembered for the next (in enforce mode: in observe mode the windows were the
+        // operator's settings', whatever level it would have set).
+        if let Some(run) = state
+            .levels
+            .as_ref()
+            .filter(|_| policy.mode == Mode::Enforce)
+        {
             if let Some(h) = run.position.held {
                 next.memory.level_held = Some(super::state::LevelHeld {
                     at: now,

@@ -71,8 +71,10 @@ struct Seen {
     /// What the enforcer remembers of the cluster afterwards.
     memory: ClusterMemory,
     /// The level controller's memory on this recovery's list (the index a window over the
-    /// bound moves at least down to).
+    /// bound moves at least down to), as first seen.
     remembered: Option<usize>,
+    /// The first level below the operator's the level controller set.
+    first_down: Option<super::levels::list::Level>,
 }
 
 /// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
@@ -167,6 +169,7 @@ fn run_remembering(
     let (mut ticks, mut windows) = (Vec::<f64>::new(), Vec::new());
     let mut recovery = None;
     let mut remembered = None;
+    let mut first_down = None;
     let (mut last_n, mut last_dir, mut reversals) = (None::<usize>, 0i8, 0);
     while sim.now - start < limit {
         sim.now += TICK;
@@ -234,11 +237,12 @@ fn run_remembering(
         // it by a factor that changes from window to window.
         let obs = sim.obs(Some(window_p99 * HISTOGRAM_READS * read_spread));
         sim.step(obs);
-        remembered = remembered.or(sim
-            .state
-            .levels
-            .as_ref()
-            .and_then(|r| r.position.remembered));
+        if let Some(r) = sim.state.levels.as_ref() {
+            remembered = remembered.or(r.position.remembered);
+            if first_down.is_none() && r.position.at > r.levels.home {
+                first_down = Some(r.levels.get(r.position.at).clone());
+            }
+        }
         if let Some(n) = sim.state.ladder.lever.as_ref().map(|l| l.n) {
             if let Some(prev) = last_n.filter(|p| *p != n) {
                 let dir = if n > prev { 1 } else { -1 };
@@ -289,6 +293,7 @@ fn run_remembering(
             .collect(),
         memory: sim.state.memory.clone(),
         remembered,
+        first_down,
     }
 }
 
@@ -517,15 +522,19 @@ fn the_next_recovery_on_the_cluster_moves_at_once_to_the_level_that_held_in_the_
             3600.0,
             first.memory.clone(),
         );
-        let at_least = second.remembered.expect("remembered on the new list");
-        let first_down = second
-            .moves
-            .iter()
-            .find(|(from, to, _)| to > from)
-            .expect("the rebalance breaks the bound");
         assert!(
-            first_down.1 >= at_least,
-            "seed {seed}: {first_down:?} {at_least}"
+            second.remembered.is_some(),
+            "seed {seed}: not on the new list"
+        );
+        // The first level below the operator's restrains at least as much as the remembered.
+        let Some(first_down) = second.first_down.clone() else {
+            panic!("seed {seed}: the rebalance did not break the bound");
+        };
+        let n = |l: &super::levels::list::Level| l.backfilling_pgs.unwrap_or(usize::MAX);
+        assert!(
+            n(&first_down) <= n(&held.level) && first_down.pause_share >= held.level.pause_share,
+            "seed {seed}: first down to {first_down:?}, remembered {:?}",
+            held.level
         );
         assert!(
             second.within() >= 0.9,

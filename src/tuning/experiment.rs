@@ -1974,20 +1974,24 @@ fn windows_text(result: &ExperimentResult) -> String {
             "client write p99 per {}-s window, in ms (! over the bound, - no write completed):\n",
             result.window_seconds
         ));
+        // Under each enforced row's, what its enforcer judged by: where they differ it acted
+        // on its own reading (one line per enforced row, right under it).
         for r in &with_windows {
             out.push_str(&format!(
                 "  {:<width$}  {}\n",
                 r.label,
                 windows::sparkline(&r.windows, bound)
             ));
+            if r.has_enforcer_readings() {
+                out.push_str(&format!(
+                    "  {:<width$}  {}\n",
+                    ENFORCER_SEEN,
+                    windows::enforcer_sparkline(&r.windows, bound)
+                ));
+            }
         }
-        // Beside the client's, what the enforcer judged by: where they differ it acted on its own.
-        for r in with_windows.iter().filter(|r| r.has_enforcer_readings()) {
-            out.push_str(&format!(
-                "  {:<width$}  {}\n  (the enforcer's own p99 as it read it last in each window: the OSDs' write-latency histogram over its latency window; - not read)\n",
-                ENFORCER_SEEN,
-                windows::enforcer_sparkline(&r.windows, bound)
-            ));
+        if with_windows.iter().any(|r| r.has_enforcer_readings()) {
+            out.push_str("  (enforcer saw: the p99 the row above's enforcer read last in each window, the OSDs' write-latency histogram over its latency window; - not read)\n");
         }
     }
     for r in &result.rows {

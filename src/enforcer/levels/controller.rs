@@ -193,9 +193,14 @@ pub struct Position {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remembered: Option<usize>,
     /// The level with the most recovery below the operator's whose windows held at the aim in
-    /// this recovery: what the memory keeps when the recovery ends.
+    /// this recovery (and did not prove too much since): what the memory keeps when the
+    /// recovery ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<usize>,
+    /// A window over the bound came in this recovery: the memory was for the first; later ones
+    /// are judged on what this recovery saw.
+    #[serde(default)]
+    pub memory_spent: bool,
 }
 
 impl Position {
@@ -209,6 +214,7 @@ impl Position {
             arrived_up: false,
             remembered: None,
             held: None,
+            memory_spent: false,
         }
     }
 
@@ -273,6 +279,8 @@ impl Position {
                 Some(m) if remembered => m - from,
                 _ => by,
             };
+            self.remembered = None;
+            self.memory_spent = true;
             return self.down(
                 levels,
                 tuning,
@@ -359,10 +367,14 @@ impl Position {
                 why: Why::AtBottom,
             };
         }
-        // The level left behind blocks from now on if it has been seen enough.
+        // The level left behind blocks from now on if it has been seen enough; if it was the
+        // one that held, it holds no more (the next level that does is remembered).
         if let Some(s) = self.seen.get_mut(&from) {
             if s.too_much(tuning) {
                 s.blocked += 1;
+                if self.held == Some(from) {
+                    self.held = None;
+                }
             }
         }
         let mut to = (from + by).min(levels.bottom());
@@ -516,6 +528,10 @@ mod tests {
                 remembered: true
             }
         );
+        // It was for the recovery's first breach: the next is judged by the rule alone.
+        assert_eq!(r.pos.remembered, None);
+        r.pos.at = r.l.home;
+        assert_eq!(r.feed(Some(1.1)).to, r.l.home + 1);
         // Further over than the memory: the rule's own move, further down.
         let mut r = Run::new();
         r.pos = Position::remembering(&r.l, Some(&held), 0.0);
@@ -545,13 +561,37 @@ mod tests {
             r.feed(Some(w));
         }
         assert_eq!(r.pos.held, Some(r.l.home + 3));
-        // Two levels further up, one breaks the bound: the held level stays the one below.
+        // A level only ever over the aim is not remembered.
         let mut r = Run::new();
         r.pos.at = r.l.home + 2;
         for w in [0.5, 0.95, 0.95, 0.95] {
             r.feed(Some(w));
         }
         assert_eq!(r.pos.held, None, "never at the aim: {:?}", r.pos.seen);
+        // A level that held, then proved too much as the recovery went on: no longer the one
+        // remembered; the level below that holds then is.
+        let mut r = Run::new();
+        let lvl = r.l.home + 3;
+        r.pos.at = lvl;
+        for w in [0.5, 0.7, 0.7] {
+            r.feed(Some(w));
+        }
+        assert_eq!((r.pos.held, r.pos.at), (Some(lvl), lvl - 1));
+        // The step up broke the bound: back down to it, where the windows then run at the bound.
+        r.feed(Some(0.6));
+        assert_eq!(r.feed(Some(1.2)).to, lvl);
+        for _ in 0..20 {
+            if r.pos.at != lvl {
+                break;
+            }
+            r.feed(Some(0.99));
+        }
+        assert_eq!(r.pos.at, lvl + 1);
+        assert_eq!(r.pos.held, None);
+        for w in [0.5, 0.5, 0.5] {
+            r.feed(Some(w));
+        }
+        assert_eq!((r.pos.held, r.pos.at), (Some(lvl + 1), lvl + 1));
         // At the operator's level: nothing to remember.
         let mut r = Run::new();
         for _ in 0..4 {

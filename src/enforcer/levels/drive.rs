@@ -91,10 +91,21 @@ pub(in crate::enforcer) fn step(
         && state.ladder.lever.is_none()
         && run.position.at != run.levels.home
     {
-        let held = next.memory.level_held.as_ref().map(|h| &h.level);
-        run.position = Position::remembering(&run.levels, held, now);
+        // What this recovery learned stays (the level that held, the memory spent or not).
+        run.position = Position {
+            held: run.position.held,
+            memory_spent: run.position.memory_spent,
+            ..Position::start(&run.levels, now)
+        };
     }
     remake(ctx, &allowed, &mut run, notes);
+    // The memory on the list in force, from what is remembered (nothing with
+    // `--enforcer.memory off`, whatever a stored position said), until a window over the
+    // bound spent it.
+    run.position.remembered = match &next.memory.level_held {
+        Some(h) if !run.position.memory_spent => run.levels.restraining_as_much(&h.level),
+        _ => None,
+    };
     let reduced = ctx.obs.copies_missing();
     let in_force = run.levels.get(run.position.at);
     let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
@@ -242,10 +253,6 @@ fn remake(ctx: &Ctx<'_>, allowed: &Allowed, run: &mut Run, notes: &mut Notes) {
     let at = find(old.get(run.position.at)).unwrap_or(new.home);
     let same = |i: usize| new.list.iter().position(|x| x == old.get(i));
     run.position.held = run.position.held.and_then(same);
-    run.position.remembered = run
-        .position
-        .remembered
-        .and_then(|m| new.restraining_as_much(old.get(m)));
     let seen = std::mem::take(&mut run.position.seen);
     run.position.seen = seen
         .into_iter()

@@ -218,16 +218,25 @@ impl Levels {
     /// The level with the most recovery below the operator's that restrains recovery at least
     /// as much as `l` (a level of another recovery's list: the memory of where the bound
     /// held): no more PGs backfilling, no shorter pause, no shorter recovery sleep, no more
-    /// backfills where both lower them. The bottom when none does (the operator allows less
-    /// now); None when `l` restrains nothing or nothing lies below the operator's level.
+    /// backfills where both lower them; each compared only where this list has levels of that
+    /// kind (a list made while no PG backfills has no lever: the memory's N is then no
+    /// restraint to match, not a reason to go to the bottom). None when `l` restrains nothing
+    /// or nothing lies below the operator's level.
     pub fn restraining_as_much(&self, l: &Level) -> Option<usize> {
         if *l == Level::operator() || self.bottom() <= self.home {
             return None;
         }
+        let below = &self.list[self.home + 1..];
+        let lever = below.iter().any(|x| x.backfilling_pgs.is_some());
+        let pause = below.iter().any(|x| x.pause_share > 0.0);
+        let sleep = below.iter().any(|x| x.recovery_sleep.is_some());
         let as_much = |x: &Level| {
-            x.backfilling_pgs.unwrap_or(usize::MAX) <= l.backfilling_pgs.unwrap_or(usize::MAX)
-                && x.pause_share >= l.pause_share - 1e-9
-                && x.recovery_sleep.unwrap_or(0.0) >= l.recovery_sleep.unwrap_or(0.0) - 1e-9
+            (!lever
+                || x.backfilling_pgs.unwrap_or(usize::MAX)
+                    <= l.backfilling_pgs.unwrap_or(usize::MAX))
+                && (!pause || x.pause_share >= l.pause_share - 1e-9)
+                && (!sleep
+                    || x.recovery_sleep.unwrap_or(0.0) >= l.recovery_sleep.unwrap_or(0.0) - 1e-9)
                 && match (x.backfills, l.backfills) {
                     (Some(a), Some(b)) => a <= b,
                     _ => true,
@@ -530,6 +539,10 @@ mod tests {
             no_pause.restraining_as_much(paused),
             Some(no_pause.bottom())
         );
+        // A list made while one PG backfills has no lever: two PGs remembered is the first
+        // level below the operator's (the pause's first share), not the pause's last.
+        let no_lever = levels(&pacific(1), &a);
+        assert_eq!(no_lever.restraining_as_much(two), Some(no_lever.home + 1));
         assert_eq!(now.restraining_as_much(&Level::operator()), None);
     }
 }

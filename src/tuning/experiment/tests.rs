@@ -1614,6 +1614,7 @@ fn the_enforcers_own_p99_is_shown_beside_the_clients_per_window() {
         interrupted: false,
     };
     let windows = row.windows.len();
+    let label = row.label.clone();
     let text = render(&result(row));
     let line = text
         .lines()
@@ -1622,7 +1623,16 @@ fn the_enforcers_own_p99_is_shown_beside_the_clients_per_window() {
     let cells: Vec<&str> = line["  enforcer saw ".len()..].split_whitespace().collect();
     assert_eq!(cells.len(), windows, "{text}");
     assert_eq!(&cells[..4], ["-", "-", "!12", "8.0"], "{text}");
-    assert!(text.contains("the enforcer's own p99 as it read it last in each window"));
+    // Right under its row's own windows: with two enforced rows, each reads as its own.
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("  enforcer saw "))
+        .unwrap_or(0);
+    assert!(
+        at > 0 && lines[at - 1].trim_start().starts_with(&label),
+        "{text}"
+    );
     // Without reads there is no such line.
     assert!(!render(&result(plain)).contains("enforcer saw"));
 }
