@@ -454,7 +454,7 @@ fn loop_summary() {
 }
 
 /// The level controller's memory, seed by seed: the same rebalance twice on one cluster, the
-/// second by an enforcer that remembers the first (with `--enforcer.memory off` for contrast).
+/// second by an enforcer that remembers the first, and by one that remembers nothing.
 #[test]
 #[ignore = "a table for the docs: cargo test --lib enforcer::plant_tests::memory_summary -- --ignored --nocapture"]
 fn memory_summary() {

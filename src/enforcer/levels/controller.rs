@@ -189,8 +189,8 @@ pub struct Position {
     pub arrived_up: bool,
     /// The memory on this list: the level that held the bound in the last recovery on this
     /// cluster ([`Levels::restraining_as_much`]); a window over the bound moves at least down
-    /// to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// to it. Derived from the stored memory each cycle (`drive`), so never stored itself.
+    #[serde(skip)]
     pub remembered: Option<usize>,
     /// The level with the most recovery below the operator's whose windows held at the aim in
     /// this recovery (and did not prove too much since): what the memory keeps when the

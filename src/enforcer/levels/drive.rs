@@ -256,12 +256,7 @@ fn remake(ctx: &Ctx<'_>, allowed: &Allowed, run: &mut Run, notes: &mut Notes) {
     let seen = std::mem::take(&mut run.position.seen);
     run.position.seen = seen
         .into_iter()
-        .filter_map(|(i, s)| {
-            new.list
-                .iter()
-                .position(|x| x == old.get(i))
-                .map(|j| (j, s))
-        })
+        .filter_map(|(i, s)| same(i).map(|j| (j, s)))
         .collect();
     if at != run.position.at || old.get(run.position.at) != new.get(at) {
         run.position.fresh = Some(false);
