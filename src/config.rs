@@ -220,6 +220,7 @@ fn resolve_ladder(
     let (max_rung, _) = m.max_rung.get()?;
     let (controller, _) = m.controller.get()?;
     let (max_level, _) = m.max_level.get()?;
+    let (max_slowdown, _) = m.max_slowdown.get()?;
     let (backfill_lever, _) = m.backfill_lever.get()?;
     let (ops_per_pg, _) = m.backfill_ops_per_pg.get()?;
     let (settle, s_origin) = m.ladder_settle.get()?;
@@ -263,6 +264,7 @@ fn resolve_ladder(
     Ok(LadderPolicy {
         controller,
         max_level,
+        max_slowdown,
         max_rung,
         backfill_lever: backfill_lever == crate::enforcer::policy::OnOff::On,
         ops_per_pg,

@@ -54,6 +54,10 @@ pub struct Observation {
     /// PGs recovering, backfilling or waiting for either.
     pub pgs_recovering: u64,
     pub recovery_rate: Option<f64>,
+    /// Ceph's own `recovering_objects_per_sec` now (0 when Ceph leaves it out); None when
+    /// `ceph status` was not read. Unlike `recovery_rate` (the fall of degraded + misplaced),
+    /// PGs the backfill lever holds do not count as recovered.
+    pub ceph_recovery_rate: Option<f64>,
     pub undersized_pgs: u64,
     pub pools_at_min_size: Vec<String>,
     /// What the PG states say about redundancy (see `redundancy.rs`).
@@ -172,6 +176,7 @@ impl Observation {
             misplaced_objects: 0,
             pgs_recovering: 0,
             recovery_rate: None,
+            ceph_recovery_rate: None,
             undersized_pgs: 0,
             pools_at_min_size: Vec::new(),
             pg_safety: PgSafety::default(),
@@ -241,6 +246,7 @@ pub fn from_snapshot(snapshot: &Snapshot, now: tokio::time::Instant) -> Observat
         obs.degraded_objects = counts.degraded_objects;
         obs.misplaced_objects = counts.misplaced_objects;
         obs.recovery_rate = s.recovery_rate_delta;
+        obs.ceph_recovery_rate = Some(s.status.recovering_objects_per_sec);
         obs.pgs_recovering = counts.pgs_moving;
         obs.osds = s.status.num_osds.zip(s.status.num_up_osds);
         stale.extend(read_pg_states(&mut obs, &s.status));

@@ -235,7 +235,22 @@ fn run_remembering(
         }
         // The enforcer reads the OSDs' histogram: below the client's own p99, and apart from
         // it by a factor that changes from window to window.
-        let obs = sim.obs(Some(window_p99 * HISTOGRAM_READS * read_spread));
+        let mut obs = sim.obs(Some(window_p99 * HISTOGRAM_READS * read_spread));
+        // Ceph's recovery rate, and the objects of the PGs that backfill (a held PG's are not
+        // misplaced while held).
+        obs.ceph_recovery_rate = Some(rate);
+        obs.misplaced_objects = sim
+            .cluster
+            .pgs
+            .iter()
+            .filter(|p| p.state.contains("backfilling"))
+            .map(|p| {
+                left.get(&p.pgid)
+                    .copied()
+                    .unwrap_or(OBJECTS_PER_PG)
+                    .max(0.0) as u64
+            })
+            .sum();
         sim.step(obs);
         if let Some(r) = sim.state.levels.as_ref() {
             remembered = remembered.or(r.position.remembered);
@@ -438,9 +453,10 @@ fn loop_summary() {
             let free = run(plant, observe(fast_policy()), seed, 3.0 * 3600.0);
             let ladder = run(plant, fast_policy(), seed, 3.0 * 3600.0);
             let levels = run(plant, levels_policy(), seed, 3.0 * 3600.0);
+            let unlimited = run(plant, levels_without_time_limit(), seed, 3.0 * 3600.0);
             let t = |s: &Seen| s.recovery.unwrap_or(f64::NAN) / free.recovery.unwrap_or(f64::NAN);
             println!(
-                "{name} seed {seed:2}: free {:3.0}% | ladder {:3.0}% {:.2}x left {} | levels {:3.0}% {:.2}x left {}",
+                "{name} seed {seed:2}: free {:3.0}% | ladder {:3.0}% {:.2}x left {} | levels {:3.0}% {:.2}x left {} | levels, no time limit {:3.0}% {:.2}x",
                 free.within() * 100.0,
                 ladder.within() * 100.0,
                 t(&ladder),
@@ -448,6 +464,8 @@ fn loop_summary() {
                 levels.within() * 100.0,
                 t(&levels),
                 levels.left == AS_FOUND,
+                unlimited.within() * 100.0,
+                t(&unlimited),
             );
         }
     }
@@ -458,6 +476,7 @@ fn loop_summary() {
 #[test]
 #[ignore = "a table for the docs: cargo test --lib enforcer::plant_tests::memory_summary -- --ignored --nocapture"]
 fn memory_summary() {
+    let levels_policy = levels_without_time_limit;
     for (name, plant) in [("pacific", PACIFIC_REBALANCE), ("heavy", HEAVY)] {
         for seed in 0..SEEDS {
             let free = run(plant, observe(fast_policy()), seed, 3.0 * 3600.0);
@@ -499,6 +518,9 @@ fn memory_summary() {
 /// one level down from the operator's was three PGs, over the bound in 7 of 9 windows.
 #[test]
 fn the_next_recovery_on_the_cluster_moves_at_once_to_the_level_that_held_in_the_last() {
+    // The memory alone: without the time limit, which may move the position up from the
+    // level that held.
+    let levels_policy = levels_without_time_limit;
     for seed in 0..SEEDS {
         let first = run(PACIFIC_REBALANCE, levels_policy(), seed, 3600.0);
         let Some(held) = first.memory.level_held.clone() else {
@@ -557,13 +579,14 @@ fn the_next_recovery_on_the_cluster_moves_at_once_to_the_level_that_held_in_the_
     }
 }
 
-/// The level controller in the loop, on Pacific's rebalance: nine windows in ten within the
-/// bound for every seed, in about the ladder's time (with the enforcer reading the OSDs'
-/// histogram as on the labs, both take 3.5-4.6x; the ladder 3.9x on average, the levels
-/// 4.0x), and nothing left behind.
+/// The level controller in the loop, on Pacific's rebalance: with the enforcer reading the
+/// OSDs' histogram as on the labs, the ladder keeps 95-99% of windows within in 3.5-4.2x the
+/// time; the level controller, whose time limit (3x) counts, 86-96% in 2.8-3.1x. Every seed:
+/// most windows within, the time limit kept, and nothing left behind; over all seeds nine
+/// windows in ten within, sooner than the ladder.
 #[test]
-fn the_level_controller_holds_the_rebalance_within_the_bound_in_about_the_ladders_time() {
-    let (mut ladder_time, mut levels_time) = (0.0, 0.0);
+fn the_level_controller_holds_the_rebalance_within_the_bound_sooner_than_the_ladder() {
+    let (mut ladder_time, mut levels_time, mut within) = (0.0, 0.0, 0.0);
     for seed in 0..SEEDS {
         let free = run(PACIFIC_REBALANCE, observe(fast_policy()), seed, 3600.0);
         let ladder = run(PACIFIC_REBALANCE, fast_policy(), seed, 3600.0);
@@ -574,18 +597,23 @@ fn the_level_controller_holds_the_rebalance_within_the_bound_in_about_the_ladder
             panic!("seed {seed}: a recovery did not finish");
         };
         assert!(
-            levels.within() >= 0.9,
+            levels.within() >= 0.85,
             "seed {seed}: {:.0}% within, windows {:?}",
             levels.within() * 100.0,
             levels.windows
         );
-        assert!(t_levels < 5.0 * t_free, "seed {seed}: {t_levels} s");
+        assert!(
+            t_levels <= 3.1 * t_free,
+            "seed {seed}: {t_levels} s against {t_free} s"
+        );
         assert_eq!(levels.left, AS_FOUND, "seed {seed}");
         ladder_time += t_ladder;
         levels_time += t_levels;
+        within += levels.within();
     }
+    assert!(within / SEEDS as f64 >= 0.9, "{within} over {SEEDS} seeds");
     assert!(
-        levels_time < 1.1 * ladder_time,
+        levels_time < ladder_time,
         "levels {levels_time} s, ladder {ladder_time} s over all seeds"
     );
 }
@@ -612,10 +640,53 @@ fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_th
 }
 
 /// Where one PG alone breaks the bound, the level controller's pause holds it and the
-/// recovery still ends.
+/// recovery still ends, when the operator put the bound before the time
+/// (`--enforcer.max-slowdown off`).
 #[test]
 fn where_one_pg_already_costs_the_bound_the_level_controllers_pause_holds_it() {
-    the_pause_holds_a_heavy_recovery(levels_policy, 0.8);
+    the_pause_holds_a_heavy_recovery(levels_without_time_limit, 0.8);
+}
+
+/// With the time limit (the default, 3x): the same heavy recovery ends within three times
+/// its time at the operator's settings (give or take a tenth), every seed, where
+/// holding the bound took 9-9.6x. The bound yields: 6-13% of windows within (none without an
+/// enforcer), at the slowest level fast enough, so the windows over it are half as far over
+/// as without an enforcer; nothing is left behind.
+#[test]
+fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time_limit() {
+    for seed in 0..SEEDS {
+        let free = run(HEAVY, observe(fast_policy()), seed, 3.0 * 3600.0);
+        let limited = run(HEAVY, levels_policy(), seed, 3.0 * 3600.0);
+        let unlimited = run(HEAVY, levels_without_time_limit(), seed, 3.0 * 3600.0);
+        let (Some(t_free), Some(t), Some(t_unlimited)) =
+            (free.recovery, limited.recovery, unlimited.recovery)
+        else {
+            panic!("seed {seed}: a recovery did not finish");
+        };
+        // 3x, give or take a tenth: a level is left only once its windows are confidently
+        // too slow.
+        assert!(
+            t <= 3.1 * t_free,
+            "seed {seed}: {t} s against {t_free} s at the operator's settings"
+        );
+        assert!(t_unlimited > 3.0 * t_free, "seed {seed}: no limit needed");
+        // Slowed no more than the time needs: client p99 well below no enforcer's.
+        let mean = |w: &[f64]| w.iter().sum::<f64>() / w.len() as f64;
+        assert!(
+            mean(&limited.windows) < 0.7 * mean(&free.windows),
+            "seed {seed}: windows {:?}, with no enforcer {:?}",
+            limited.windows,
+            free.windows
+        );
+        assert_eq!(limited.left, AS_FOUND, "seed {seed}");
+    }
+}
+
+/// `--enforcer.max-slowdown off`: the bound whatever the time.
+fn levels_without_time_limit() -> Policy {
+    let mut p = levels_policy();
+    p.ladder.max_slowdown = super::levels::controller::MaxSlowdown(None);
+    p
 }
 
 /// Observe mode: the level controller says where it would move, both ways, and the cluster

@@ -198,6 +198,9 @@ pub struct LadderPolicy {
     pub controller: Controller,
     /// The level controller's fastest level.
     pub max_level: super::levels::list::Ceiling,
+    /// The level controller's time limit: a recovery takes at most this many times as long as
+    /// at the operator's settings (the bound yields past it).
+    pub max_slowdown: super::levels::controller::MaxSlowdown,
     /// Highest rung the enforcer may climb: 1 throttle only, 2 + recovery limit, 3 + backfill
     /// lever (at most N PGs backfill at once), 4 + duty-cycled pause.
     pub max_rung: u8,
@@ -277,6 +280,7 @@ impl Default for LadderPolicy {
         Self {
             controller: Controller::Ladder,
             max_level: Default::default(),
+            max_slowdown: Default::default(),
             max_rung: 4,
             backfill_lever: true,
             // On the lab, N = 1 with four ops per PG recovered twice as fast as with one, with

@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde_saphyr::Spanned;
 
 use crate::ceph::any::{BackendChoice, LIBRADOS_BUILT};
+use crate::enforcer::levels::controller::MaxSlowdown;
 use crate::enforcer::levels::list::Ceiling;
 use crate::enforcer::pause::PausePolicy;
 use crate::enforcer::policy::{
@@ -405,6 +406,14 @@ declare_settings! {
             help: "With --enforcer.controller levels, the fastest recovery it may set while p99 has room: operator (never faster than the operator's own settings), high_recovery_ops (that profile, the release's backfills), or backfills:N (high_recovery_ops with osd_max_backfills raised up to N with osd_mclock_override_recovery_settings, on Quincy 17.2.6 and later)",
             default(LadderPolicy::default().max_level => "high_recovery_ops"),
             note: "`operator`, `high_recovery_ops` or `backfills:N` (N 2 to 16); all go back when recovery ends",
+        }
+        max_slowdown: MaxSlowdown {
+            flag: "enforcer.max-slowdown",
+            key: "max_slowdown",
+            value_name: "MULTIPLE|off",
+            help: "With --enforcer.controller levels, the most a recovery may be slowed, as a multiple of how long it would take at the operator's settings (measured on the recovery's first windows, there): a level too slow for the objects left to end in time is left upwards whatever p99 says, and once the time is spent the operator's settings stay until the recovery ends; off: the bound whatever the time",
+            default(LadderPolicy::default().max_slowdown => "3x"),
+            note: "above 1, at most 100 (3 or 3x), or off",
         }
         max_rung: u8 {
             flag: "enforcer.max-rung",

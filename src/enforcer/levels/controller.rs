@@ -16,6 +16,14 @@
 //! one rule. The memory of where the bound held on this cluster is the level with the most
 //! recovery below the operator's whose windows held at the aim in the last recovery that needed
 //! one: a window over the bound in the next recovery moves at least down to it.
+//!
+//! The time limit (`--enforcer.max-slowdown`, 3x by default: issue 35's "at most 3x"): the
+//! operator's level's rate (Ceph's `recovering_objects_per_sec`, its best window) says how
+//! long the recovery's objects would take there; the recovery is to end within that many times
+//! as long. Each level's rate is measured on its windows like its p99. A level whose rate is
+//! confidently under what the objects left need to end in time is too slow: the position
+//! leaves it upwards whatever p99 says, and does not move down onto it. Past the deadline, the
+//! operator's level until the recovery ends.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -43,6 +51,63 @@ pub const HISTOGRAM_READS_SPREAD: f64 = 0.17;
 /// windows in three within, at 0.8 nine in ten (docs/enforcer.md, the constants).
 pub const AIM: f64 = 0.8;
 
+/// The most a recovery may be slowed, as a multiple of its time at the operator's settings
+/// (`--enforcer.max-slowdown`'s default): issue 35's goal where the operator's settings miss
+/// the bound ("recovery time at most 3x"). Past it, the bound yields to the time.
+pub const MAX_SLOWDOWN: f64 = 3.0;
+
+/// `--enforcer.max-slowdown`: the multiple, or None (`off`): the bound whatever the time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MaxSlowdown(pub Option<f64>);
+
+impl Default for MaxSlowdown {
+    fn default() -> Self {
+        MaxSlowdown(Some(MAX_SLOWDOWN))
+    }
+}
+
+impl std::str::FromStr for MaxSlowdown {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t == "off" {
+            return Ok(MaxSlowdown(None));
+        }
+        match t.strip_suffix('x').unwrap_or(t).trim().parse::<f64>() {
+            Ok(x) if x > 1.0 && x <= 100.0 => Ok(MaxSlowdown(Some(x))),
+            _ => Err(format!(
+                "invalid max slowdown {s:?}: expected a multiple of the recovery's time at the operator's settings above 1 and at most 100 (3 or 3x: the recovery may take at most three times as long), or off (the bound whatever the time)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for MaxSlowdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("off"),
+            Some(x) => write!(f, "{x}x"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MaxSlowdown {
+    /// A number (3) or a string (`3x`, `off`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(f64),
+            Text(String),
+        }
+        let text = match Raw::deserialize(d)? {
+            Raw::Number(x) => x.to_string(),
+            Raw::Text(t) => t,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The controller's constants; each is a default to be set by the matrix of recoveries
 /// (issue 35 point 4), not one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +128,9 @@ pub struct Tuning {
     /// windows (2 in 80), under the tenth of the windows the goal allows.
     pub forget_after: f64,
     pub forget_max_doublings: u32,
+    /// The recovery may take at most this many times as long as at the operator's level
+    /// (None: no limit).
+    pub max_slowdown: Option<f64>,
 }
 
 impl Tuning {
@@ -75,6 +143,7 @@ impl Tuning {
             estimate_after: 2,
             forget_after: 20.0 * window,
             forget_max_doublings: 3,
+            max_slowdown: Some(MAX_SLOWDOWN),
         }
     }
 }
@@ -90,6 +159,9 @@ pub struct Seen {
     pub blocked: u32,
     /// A window was over the bound while this level was in force after a move up to it.
     pub broke_the_bound: bool,
+    /// The same windows' recovery rates (Ceph's, objects/s), oldest first.
+    #[serde(default)]
+    pub rates: VecDeque<f64>,
 }
 
 impl Seen {
@@ -118,6 +190,78 @@ impl Seen {
     /// Too much: not to be moved up to until forgotten.
     fn too_much(&self, tuning: &Tuning) -> bool {
         self.broke_the_bound || self.over_aim(tuning)
+    }
+
+    /// Its rate confidently under `need` (the mean of its windows' rates plus their standard
+    /// error, once there are `estimate_after` windows): too slow to end in time.
+    fn too_slow(&self, tuning: &Tuning, need: f64) -> Option<f64> {
+        let n = self.rates.len();
+        if n < tuning.estimate_after.max(2) {
+            return None;
+        }
+        let mean = self.rates.iter().sum::<f64>() / n as f64;
+        let var = self.rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (mean + (var / n as f64).sqrt() < need).then_some(mean)
+    }
+}
+
+/// How far the recovery has come, for the time limit: Ceph's rate summed over the cycles.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Pace {
+    /// When the recovery started.
+    pub start: Time,
+    /// Objects recovered since, by Ceph's `recovering_objects_per_sec` (each reading standing
+    /// for the time since the one before).
+    pub recovered: f64,
+    /// The recovery's objects: the most of (objects Ceph counts left + recovered) seen, so
+    /// that work added later (a second failure, PGs peering late) counts.
+    pub work: f64,
+    /// When the rate was last read.
+    pub read_at: Option<Time>,
+    /// `recovered` when the window being judged began.
+    pub at_window: f64,
+    /// The best window's rate at the operator's level or below it (every window counts, the
+    /// recovery's first included): the reference the time limit counts from. The best, not
+    /// the mean: the recovery's own peering and its tail only ever lower a window's rate, and
+    /// a slower level's cannot be above the operator's.
+    pub reference: f64,
+}
+
+/// One cycle's reading of the recovery's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Progress {
+    /// Objects Ceph counts as still to recover (degraded + misplaced); None when it does not
+    /// count them all (the PGs the backfill lever holds are not misplaced while held).
+    pub remaining: Option<u64>,
+    /// Ceph's `recovering_objects_per_sec` now; None: not read.
+    pub rate: Option<f64>,
+}
+
+/// The time limit as it stands: what the operator's level recovers, and by when the
+/// recovery is to end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deadline {
+    /// Objects/s at the operator's level (at least what any slower level recovered).
+    pub reference: f64,
+    /// The recovery's objects.
+    pub work: f64,
+    /// When the recovery would end at the operator's level, and when it is to end.
+    pub at_operators: Time,
+    pub by: Time,
+}
+
+impl Pace {
+    /// Reads one cycle's progress.
+    pub fn read(&mut self, progress: Progress, now: Time) {
+        if let Some(rate) = progress.rate {
+            // The first reading stands for the time since the recovery's start.
+            let since = self.read_at.unwrap_or(self.start);
+            self.recovered += rate.max(0.0) * (now - since).max(0.0);
+            self.read_at = Some(now);
+        }
+        if let Some(left) = progress.remaining {
+            self.work = self.work.max(left as f64 + self.recovered);
+        }
     }
 }
 
@@ -151,6 +295,14 @@ pub enum Why {
     AtBottom,
     /// Within the bound, neither confidently over nor under the aim: held.
     Within { mean: f64 },
+    /// The time limit's deadline has passed: up to the operator's level, or held there, until
+    /// the recovery ends, whatever p99 says.
+    TimeUp,
+    /// The level in force recovers too slowly (`rate`, its windows' mean) for the objects left
+    /// to end within the time limit (`need`, objects/s): up, whatever p99 says.
+    TooSlow { rate: f64, need: f64 },
+    /// Over the bound or the aim, but the level below recovers too slowly to end in time: held.
+    BelowTooSlow { rate: f64, need: f64 },
 }
 
 /// One decision: from where, to where, and why (`from == to`: held).
@@ -201,6 +353,9 @@ pub struct Position {
     /// are judged on what this recovery saw.
     #[serde(default)]
     pub memory_spent: bool,
+    /// The recovery's progress, for the time limit.
+    #[serde(default)]
+    pub pace: Pace,
 }
 
 impl Position {
@@ -215,7 +370,47 @@ impl Position {
             remembered: None,
             held: None,
             memory_spent: false,
+            pace: Pace {
+                start: now,
+                ..Pace::default()
+            },
         }
+    }
+
+    /// The next window is judged from `now`, afresh: what came before was not the level's
+    /// (redundancy came first, or its holds could not be in force).
+    pub fn afresh(&mut self, now: Time) {
+        self.since = now;
+        self.fresh = Some(false);
+        self.pace.at_window = self.pace.recovered;
+    }
+
+    /// The time limit, once the operator's level's rate is known.
+    pub fn deadline(&self, tuning: &Tuning) -> Option<Deadline> {
+        let limit = tuning.max_slowdown?;
+        let p = &self.pace;
+        let reference = p.reference;
+        (reference > 0.0 && p.work > 0.0).then(|| {
+            let at_operators = p.start + p.work / reference;
+            Deadline {
+                reference,
+                work: p.work,
+                at_operators,
+                by: p.start + limit * (at_operators - p.start),
+            }
+        })
+    }
+
+    /// The rate the objects left need to end by the deadline; infinite once it has passed.
+    fn need(&self, tuning: &Tuning, now: Time) -> Option<f64> {
+        self.deadline(tuning).map(|d| {
+            let left = (d.work - self.pace.recovered).max(0.0);
+            if now >= d.by {
+                f64::INFINITY
+            } else {
+                left / (d.by - now)
+            }
+        })
     }
 
     /// The same start with the memory of the level that held the bound in the last recovery.
@@ -252,15 +447,23 @@ impl Position {
             return hold(Why::Settling);
         }
         self.forget(tuning, now);
+        // The window's recovery rate: what Ceph recovered since the window began.
+        let rate = (self.pace.recovered - self.pace.at_window) / (now - self.since).max(1e-9);
+        self.pace.at_window = self.pace.recovered;
         self.since = now;
+        if from >= levels.home && self.pace.read_at.is_some() {
+            self.pace.reference = self.pace.reference.max(rate);
+        }
         let Some(p99) = p99 else {
             return self.up_or(levels, None, Why::NoWrites, from);
         };
         let ratio = p99 / bound;
         let fresh = self.fresh.take();
+        let arrived_up = self.arrived_up;
+        let rated = self.pace.read_at.is_some();
         let seen = self.seen.entry(from).or_default();
         seen.last = now;
-        if self.arrived_up && ratio > 1.0 {
+        if arrived_up && ratio > 1.0 {
             seen.broke_the_bound = true;
         }
         // Every window but the move's own counts in the level's estimate, over the bound too.
@@ -269,7 +472,41 @@ impl Position {
             while seen.windows.len() > tuning.kept {
                 seen.windows.pop_front();
             }
+            if rated {
+                seen.rates.push_back(rate);
+                while seen.rates.len() > tuning.kept {
+                    seen.rates.pop_front();
+                }
+            }
         }
+        // The time limit before the bound: past the deadline the operator's level; a level too
+        // slow to end in time is left upwards, past those above seen too slow too.
+        let need = self.need(tuning, now);
+        if let Some(need) = need.filter(|_| from > levels.home) {
+            let too_slow = |i: usize| {
+                need.is_infinite()
+                    || self
+                        .seen
+                        .get(&i)
+                        .and_then(|s| s.too_slow(tuning, need))
+                        .is_some()
+            };
+            if too_slow(from) {
+                let mut to = from - 1;
+                while to > levels.home && too_slow(to) {
+                    to -= 1;
+                }
+                let why = match self.seen[&from].too_slow(tuning, need) {
+                    Some(rate) if need.is_finite() => Why::TooSlow { rate, need },
+                    _ => Why::TimeUp,
+                };
+                self.at = to;
+                self.fresh = Some(true);
+                self.arrived_up = true;
+                return Decision { from, to, why };
+            }
+        }
+        let seen = &self.seen[&from];
         if ratio > 1.0 {
             // Further over, further down: one level per half-doubling over the aim.
             let over = (ratio / tuning.aim).log2();
@@ -284,7 +521,7 @@ impl Position {
             return self.down(
                 levels,
                 tuning,
-                by,
+                (by, need),
                 Why::OverBound {
                     p99: ratio,
                     remembered,
@@ -303,7 +540,7 @@ impl Position {
             self.held = Some(from);
         }
         if seen.over_aim(tuning) {
-            return self.down(levels, tuning, 1, Why::OverAim { mean });
+            return self.down(levels, tuning, (1, need), Why::OverAim { mean });
         }
         let room = ratio <= tuning.aim
             && seen
@@ -333,16 +570,14 @@ impl Position {
         }
         let above = from - 1;
         if let (Some(t), Why::Room { mean }) = (tuning, &why) {
+            let mean = *mean;
             if let Some(s) = self.seen.get(&above) {
                 let above_mean = (!s.broke_the_bound).then(|| s.mean()).flatten();
                 if s.too_much(t) {
                     return Decision {
                         from,
                         to: from,
-                        why: Why::AboveIsOver {
-                            mean: *mean,
-                            above_mean,
-                        },
+                        why: Why::AboveIsOver { mean, above_mean },
                     };
                 }
             }
@@ -357,8 +592,15 @@ impl Position {
         }
     }
 
-    /// `by` levels down; a level whose windows already average over the aim is passed over.
-    fn down(&mut self, levels: &Levels, tuning: &Tuning, by: usize, why: Why) -> Decision {
+    /// `by` levels down; a level whose windows already average over the aim is passed over;
+    /// never onto one too slow for the objects left (`need`) to end in time.
+    fn down(
+        &mut self,
+        levels: &Levels,
+        tuning: &Tuning,
+        (by, need): (usize, Option<f64>),
+        why: Why,
+    ) -> Decision {
         let from = self.at;
         if from == levels.bottom() {
             return Decision {
@@ -366,6 +608,28 @@ impl Position {
                 to: from,
                 why: Why::AtBottom,
             };
+        }
+        let mut to = (from + by).min(levels.bottom());
+        while to < levels.bottom() && self.seen.get(&to).is_some_and(|s| s.too_much(tuning)) {
+            to += 1;
+        }
+        if let Some(need) = need {
+            let slow = |i: usize| match self.seen.get(&i).and_then(|s| s.too_slow(tuning, need)) {
+                _ if i <= levels.home => None,
+                _ if need.is_infinite() => Some(Why::TimeUp),
+                Some(rate) => Some(Why::BelowTooSlow { rate, need }),
+                None => None,
+            };
+            if let Some((first, why)) = (from + 1..=to).find_map(|i| slow(i).map(|w| (i, w))) {
+                if first == from + 1 {
+                    return Decision {
+                        from,
+                        to: from,
+                        why,
+                    };
+                }
+                to = first - 1;
+            }
         }
         // The level left behind blocks from now on if it has been seen enough; if it was the
         // one that held, it holds no more (the next level that does is remembered).
@@ -376,10 +640,6 @@ impl Position {
                     self.held = None;
                 }
             }
-        }
-        let mut to = (from + by).min(levels.bottom());
-        while to < levels.bottom() && self.seen.get(&to).is_some_and(|s| s.too_much(tuning)) {
-            to += 1;
         }
         self.at = to;
         self.fresh = Some(false);
@@ -461,6 +721,79 @@ mod tests {
             self.now += self.t.window;
             let p99 = ratio.map(|r| r * BOUND);
             self.pos.step(&self.l, &self.t, p99, BOUND, self.now)
+        }
+    }
+
+    /// One window of a recovery of 3000 objects, with Ceph's recovery rate over it
+    /// (objects/s).
+    fn feed_rate(r: &mut Run, ratio: f64, rate: f64) -> Decision {
+        let recovered = r.pos.pace.recovered + rate * r.t.window;
+        r.pos.pace.read(
+            Progress {
+                remaining: Some((3000.0 - recovered).max(0.0) as u64),
+                rate: Some(rate),
+            },
+            r.now + r.t.window,
+        );
+        r.feed(Some(ratio))
+    }
+
+    /// The time limit: 3000 objects at 30 obj/s take 100 s at the operator's level, so the
+    /// recovery is to end by 300 s. A level recovering 5 obj/s, confidently under what the
+    /// objects left need, is left upwards though its windows hold the bound; over the bound
+    /// one level up, the position does not move back onto it; past the deadline the operator's
+    /// level, whatever p99. Without the limit, none of this.
+    #[test]
+    fn a_level_too_slow_for_the_time_limit_is_left_upwards_and_never_moved_down_onto() {
+        for limit in [Some(3.0), None] {
+            let mut r = Run::new();
+            r.t.max_slowdown = limit;
+            let home = r.l.home;
+            let d = feed_rate(&mut r, 1.5, 30.0);
+            assert_eq!(d.to, home + 2, "{d:?}");
+            let dl = r.pos.deadline(&r.t);
+            assert_eq!(
+                dl.map(|d| (d.reference, d.work, d.by)),
+                limit.map(|_| (30.0, 3000.0, 300.0))
+            );
+            // Its own window, then two that hold the bound at 5 obj/s: too slow.
+            let whys: Vec<Decision> = (0..3).map(|_| feed_rate(&mut r, 0.5, 5.0)).collect();
+            if limit.is_none() {
+                // Room under the aim, as ever.
+                assert!(matches!(whys[2].why, Why::Room { .. }), "{whys:?}");
+                continue;
+            }
+            let d = &whys[2];
+            assert!(
+                matches!(d.why, Why::TooSlow { rate, need } if rate == 5.0 && need > 5.0),
+                "{whys:?}"
+            );
+            assert_eq!(d.to, home + 1);
+            // Over the bound one up: the level below is too slow, held.
+            feed_rate(&mut r, 0.5, 20.0);
+            let d = feed_rate(&mut r, 1.2, 20.0);
+            assert!(matches!(d.why, Why::BelowTooSlow { .. }), "{d:?}");
+            assert_eq!(r.pos.at, home + 1);
+            // Past the deadline: the operator's level, and no move below it.
+            while r.now < 300.0 {
+                feed_rate(&mut r, 0.9, 5.0);
+            }
+            assert_eq!(r.pos.at, home);
+            let d = feed_rate(&mut r, 2.0, 30.0);
+            assert_eq!((d.to, d.why), (home, Why::TimeUp));
+        }
+    }
+
+    #[test]
+    fn the_time_limit_reads_as_operators_write_it() {
+        let ok = |s: &str| s.parse::<MaxSlowdown>();
+        assert_eq!(ok("3"), Ok(MaxSlowdown(Some(3.0))));
+        assert_eq!(ok("2.5x"), Ok(MaxSlowdown(Some(2.5))));
+        assert_eq!(ok("off"), Ok(MaxSlowdown(None)));
+        assert_eq!(MaxSlowdown::default().to_string(), "3x");
+        for bad in ["1", "0.5", "fast", "101", "-3", "NaN", "inf"] {
+            let e = ok(bad).unwrap_err();
+            assert!(e.contains("above 1 and at most 100"), "{bad}: {e}");
         }
     }
 

@@ -12,7 +12,7 @@
 //! are missing, BLIND, OVERRIDE (a key changed by hand: hands off), the restore of exactly what
 //! the operator had when the recovery ends. Pure, like `decide`, which calls it.
 
-use super::controller::{Decision, Position, Run, Tuning, Why};
+use super::controller::{Decision, Position, Progress, Run, Tuning, Why};
 use super::list::{levels, Allowed, Facts, Level, Levels, Queue};
 use super::reconcile::{desired, plan, Owned, LEVEL_KEYS, MAX_BACKFILLS, MCLOCK_OVERRIDE};
 use crate::ceph::parse::versions::LimitUnit;
@@ -109,21 +109,73 @@ pub(in crate::enforcer) fn step(
     let reduced = ctx.obs.copies_missing();
     let in_force = run.levels.get(run.position.at);
     let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
+    // The recovery's progress, for the time limit: the objects Ceph counts left only while no
+    // PG is held (a held PG's objects are not misplaced then).
+    let obs = ctx.obs;
+    run.position.pace.read(
+        Progress {
+            remaining: state
+                .ladder
+                .lever
+                .is_none()
+                .then_some(obs.degraded_objects + obs.misplaced_objects),
+            rate: obs.ceph_recovery_rate,
+        },
+        now,
+    );
     // What was seen while redundancy came first, or while the level's holds and pause could
     // not be in force (copies missing), is not this level's: judged afresh afterwards.
     if state.phase == Phase::Suspended || state.phase == Phase::Holding || unrealized {
-        run.position.since = now;
-        run.position.fresh = Some(false);
+        run.position.afresh(now);
     }
     let tuning = Tuning {
         aim: policy.ladder.aim,
+        max_slowdown: policy.ladder.max_slowdown.0,
         ..Tuning::for_window(policy.latency_window.as_secs_f64())
     };
+    let known = run.position.deadline(&tuning);
     let d = run
         .position
         .step(&run.levels, &tuning, ctx.obs.p99, bound, now);
+    if let (None, Some(dl)) = (known, run.position.deadline(&tuning)) {
+        notes.push(ctx.record(
+            DecisionEvent::Level,
+            format!(
+                "{}LEVEL: at the operator's settings this recovery runs at {} obj/s: its {:.0} objects would take {}; --enforcer.max-slowdown {} lets it take until {}, {} from its start: a level too slow for the objects left to end by then is left, whatever client p99",
+                observe_prefix(policy),
+                fmt_rate(dl.reference),
+                dl.work,
+                crate::units::fmt_secs(dl.at_operators - run.position.pace.start),
+                policy.ladder.max_slowdown,
+                crate::units::fmt_when(dl.by, now),
+                crate::units::fmt_secs(dl.by - run.position.pace.start)
+            ),
+        ));
+    }
     if d.to != d.from {
         notes.push(move_record(ctx, &run.levels, &d));
+    } else if let Why::BelowTooSlow { rate, need } = d.why {
+        let key = format!("level_slow:{}", d.to + 1);
+        ctx.note_once(next, notes, key, DecisionEvent::Level, || {
+            format!(
+                "{}LEVEL: client p99 is over the aim, but {} recovers {} obj/s and the objects left need {} obj/s to end within --enforcer.max-slowdown {}: held at {}",
+                observe_prefix(policy),
+                run.levels.get(d.to + 1).describe(),
+                fmt_rate(rate),
+                fmt_rate(need),
+                policy.ladder.max_slowdown,
+                run.levels.get(d.to).describe()
+            )
+        });
+    } else if matches!(d.why, Why::TimeUp) {
+        ctx.note_once(next, notes, "level_time_up", DecisionEvent::Level, || {
+            format!(
+                "{}LEVEL: the time --enforcer.max-slowdown {} allows this recovery is spent: {} until it ends, whatever client p99",
+                observe_prefix(policy),
+                policy.ladder.max_slowdown,
+                run.levels.get(d.to).describe()
+            )
+        });
     } else if matches!(d.why, Why::AtBottom) {
         let key = format!("level_bottom:{}", d.to);
         ctx.note_once(next, notes, key, DecisionEvent::LadderTop, || {
@@ -307,6 +359,16 @@ fn move_record(ctx: &Ctx<'_>, levels: &Levels, d: &Decision) -> DecisionRecord {
             pct(aim)
         ),
         Why::NoWrites => "no client wrote in the last window: nothing to protect".to_string(),
+        Why::TooSlow { rate, need } => format!(
+            "its windows recover {} obj/s and the objects left need {} obj/s to end within --enforcer.max-slowdown {}: the time limit before the bound",
+            fmt_rate(*rate),
+            fmt_rate(*need),
+            ctx.policy.ladder.max_slowdown
+        ),
+        Why::TimeUp => format!(
+            "the time --enforcer.max-slowdown {} allows this recovery is spent: the operator's settings until it ends, whatever client p99",
+            ctx.policy.ladder.max_slowdown
+        ),
         other => format!("{other:?}"),
     };
     let mut rec = ctx.record(
@@ -454,4 +516,13 @@ fn realize(
     );
     w.rung = Some((rung, 0));
     Some(w)
+}
+
+/// Objects per second as the decision lines write them: "4.2", "150".
+fn fmt_rate(objects_per_second: f64) -> String {
+    if objects_per_second < 10.0 {
+        format!("{objects_per_second:.1}")
+    } else {
+        format!("{objects_per_second:.0}")
+    }
 }

@@ -19,7 +19,7 @@
 //! with every PG at once and N = 1 at about 1.4x; Reef's lever table (2026-12-06): 1.2x at one
 //! backfill, 1.6x at two and 2.5x at four, at 1 : 1.3 : 2.6 the throughput.
 
-use super::controller::{Position, Tuning};
+use super::controller::{Position, Progress, Tuning};
 use super::list::{levels, Allowed, Ceiling, Facts, Levels, Queue};
 // The ladder's plant's throughput, peering, timings and seeds: the two controllers meet the
 // same cluster.
@@ -126,11 +126,15 @@ impl Seen {
 
 /// One recovery on `plant`: with the controller (`ceiling` Some) or at the operator's level.
 fn run(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64) -> Seen {
+    run_with(plant, ceiling, seed, limit, Tuning::for_window(WINDOW))
+}
+
+/// [`run`] with other constants (`max_slowdown` None: `--enforcer.max-slowdown off`).
+fn run_with(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64, tuning: Tuning) -> Seen {
     let l: Levels = levels(
         &plant.facts(),
         &allowed(ceiling.unwrap_or(Ceiling::Operator)),
     );
-    let tuning = Tuning::for_window(WINDOW);
     let mut pos = Position::start(&l, 0.0);
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     // Its own stream: the client's noise stays what it was for each seed.
@@ -191,6 +195,17 @@ fn run(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64) -> Seen {
             read_spread = reads.lognormal(super::controller::HISTOGRAM_READS_SPREAD);
         }
         if ceiling.is_some() {
+            // Ceph's recovery rate, and the objects it counts left while no PG is held.
+            pos.pace.read(
+                Progress {
+                    remaining: level
+                        .backfilling_pgs
+                        .is_none()
+                        .then(|| left.iter().map(|l| l.max(0.0)).sum::<f64>() as u64),
+                    rate: Some(rate),
+                },
+                now,
+            );
             // The enforcer reads the OSDs' histogram: below the client's own p99, and apart
             // from it by a factor that changes from window to window.
             let read = window_p99 * super::controller::HISTOGRAM_READS * read_spread;
@@ -248,12 +263,14 @@ fn the_plants_match_what_the_labs_measured() {
 /// most windows within and spends what it can on speed. On this plant N = 2 sits at the
 /// bound's edge and N = 1 takes 4.1x the time; no level lies between them. Read through the
 /// OSDs' histogram as on the labs, the ladder (in the loop's plant) held 95-99% of windows
-/// within in 3.5-4.2x the time (3.9x on average); this controller 90-99% in 3.2-4.5x (3.8x on
-/// average; the table in docs/enforcer.md). What every seed must keep: most windows within,
-/// at most a fifth slower than the ladder's worst, and no swinging up and down; on average
-/// no slower than the ladder.
+/// within in 3.5-4.2x the time; this controller without its time limit 90-99% in 3.2-4.5x,
+/// with it (3x, the default) 89-97% in 2.9-3.05x: the time limit moves it between N = 2
+/// and N = 1 as the objects left need (the table in docs/enforcer.md). What every seed must
+/// keep: most windows within, the time limit (give or take a tenth: a level is left once
+/// confidently too slow), and
+/// no swinging up and down; on average nine windows in ten within.
 #[test]
-fn on_pacifics_rebalance_most_windows_stay_within_and_recovery_is_faster_than_the_ladders() {
+fn on_pacifics_rebalance_most_windows_stay_within_and_recovery_ends_within_the_time_limit() {
     let (mut within, mut times) = (Vec::new(), Vec::new());
     for seed in 0..SEEDS {
         let (free, held, t_free, t_held) = both(PACIFIC, Ceiling::HighRecoveryOps, seed);
@@ -265,7 +282,7 @@ fn on_pacifics_rebalance_most_windows_stay_within_and_recovery_is_faster_than_th
             held.windows
         );
         assert!(
-            t_held <= 5.0 * t_free,
+            t_held <= 3.1 * t_free,
             "seed {seed}: {t_held} s against {t_free} s"
         );
         // It settles: fewer turns back than one window in five.
@@ -280,14 +297,14 @@ fn on_pacifics_rebalance_most_windows_stay_within_and_recovery_is_faster_than_th
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     assert!(mean(&within) >= 0.9, "{within:?}");
-    assert!(mean(&times) < 3.9, "{times:?}");
+    assert!(mean(&times) <= 3.0, "{times:?}");
 }
 
 /// Issue 35's goal for a cell where the defaults miss the bound, seed by seed: nine windows in
 /// ten within and at most 3x the time. Missed on this plant in some seeds (above): it takes
 /// a level between N = 2 and N = 1 (e.g. N = 2 with a pause share).
 #[test]
-#[ignore = "issue 35: on this plant no level lies between N = 2 (at the bound's edge) and N = 1 (4.1x)"]
+#[ignore = "issue 35: the time limit keeps 2.9-3.05x, and 89-97% of windows within: the worst seeds miss by a window"]
 fn issue_35_on_pacifics_rebalance_every_seed_holds_nine_windows_in_ten_in_at_most_three_times() {
     for seed in 0..SEEDS {
         let (_, held, t_free, t_held) = both(PACIFIC, Ceiling::HighRecoveryOps, seed);
@@ -380,7 +397,8 @@ fn backfills_the_operator_raised_are_lowered_until_the_bound_holds() {
     }
 }
 
-/// Where a single PG already costs the bound, only the pause holds it; recovery still ends.
+/// Where a single PG already costs the bound, only the pause holds it; recovery still ends
+/// (`--enforcer.max-slowdown off`: the bound whatever the time).
 #[test]
 fn where_one_pg_costs_the_bound_the_pause_holds_it_and_recovery_still_ends() {
     let heavy = Plant {
@@ -389,8 +407,18 @@ fn where_one_pg_costs_the_bound_the_pause_holds_it_and_recovery_still_ends() {
     };
     // One PG alone: 1 + 6 * 0.2 = 2.2x the baseline.
     assert!(heavy.at(1).1 > 2.0);
+    let unlimited = Tuning {
+        max_slowdown: None,
+        ..Tuning::for_window(WINDOW)
+    };
     for seed in 0..SEEDS {
-        let held = run(heavy, Some(Ceiling::HighRecoveryOps), seed, 4.0 * 3600.0);
+        let held = run_with(
+            heavy,
+            Some(Ceiling::HighRecoveryOps),
+            seed,
+            4.0 * 3600.0,
+            unlimited.clone(),
+        );
         assert!(held.recovery.is_some(), "seed {seed}: not done");
         assert!(
             held.within() >= 0.8,
