@@ -220,10 +220,11 @@ pub struct Pace {
     pub read_at: Option<Time>,
     /// `recovered` when the window being judged began.
     pub at_window: f64,
-    /// The best window's rate at the operator's level or below it (every window counts, the
-    /// recovery's first included): the reference the time limit counts from. The best, not
-    /// the mean: the recovery's own peering and its tail only ever lower a window's rate, and
-    /// a slower level's cannot be above the operator's.
+    /// The best reading of Ceph's rate while the operator's level or a slower one was in
+    /// force: the reference the time limit counts from. The best, not a mean: the recovery's
+    /// own peering and its tail only ever lower the rate (on the Pacific lab the first
+    /// window's mean was 87 obj/s where `balanced` ran at 136-147), and a slower level's rate
+    /// cannot be above the operator's.
     pub reference: f64,
 }
 
@@ -377,6 +378,15 @@ impl Position {
         }
     }
 
+    /// Reads one cycle's progress, with the level in force (the reference counts only the
+    /// operator's level and slower ones).
+    pub fn read(&mut self, levels: &Levels, progress: Progress, now: Time) {
+        self.pace.read(progress, now);
+        if let (Some(rate), true) = (progress.rate, self.at >= levels.home) {
+            self.pace.reference = self.pace.reference.max(rate);
+        }
+    }
+
     /// The next window is judged from `now`, afresh: what came before was not the level's
     /// (redundancy came first, or its holds could not be in force).
     pub fn afresh(&mut self, now: Time) {
@@ -451,9 +461,6 @@ impl Position {
         let rate = (self.pace.recovered - self.pace.at_window) / (now - self.since).max(1e-9);
         self.pace.at_window = self.pace.recovered;
         self.since = now;
-        if from >= levels.home && self.pace.read_at.is_some() {
-            self.pace.reference = self.pace.reference.max(rate);
-        }
         let Some(p99) = p99 else {
             return self.up_or(levels, None, Why::NoWrites, from);
         };
@@ -728,7 +735,8 @@ mod tests {
     /// (objects/s).
     fn feed_rate(r: &mut Run, ratio: f64, rate: f64) -> Decision {
         let recovered = r.pos.pace.recovered + rate * r.t.window;
-        r.pos.pace.read(
+        r.pos.read(
+            &r.l,
             Progress {
                 remaining: Some((3000.0 - recovered).max(0.0) as u64),
                 rate: Some(rate),

@@ -112,7 +112,8 @@ pub(in crate::enforcer) fn step(
     // The recovery's progress, for the time limit: the objects Ceph counts left only while no
     // PG is held (a held PG's objects are not misplaced then).
     let obs = ctx.obs;
-    run.position.pace.read(
+    run.position.read(
+        &run.levels,
         Progress {
             remaining: state
                 .ladder

@@ -196,7 +196,8 @@ fn run_with(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64, tunin
         }
         if ceiling.is_some() {
             // Ceph's recovery rate, and the objects it counts left while no PG is held.
-            pos.pace.read(
+            pos.read(
+                &l,
                 Progress {
                     remaining: level
                         .backfilling_pgs
