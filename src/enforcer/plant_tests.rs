@@ -75,6 +75,8 @@ struct Seen {
     remembered: Option<usize>,
     /// The first level below the operator's the level controller set.
     first_down: Option<super::levels::list::Level>,
+    /// How often the level controller said the time limit's deadline.
+    deadlines_said: usize,
 }
 
 /// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
@@ -309,6 +311,11 @@ fn run_remembering(
         memory: sim.state.memory.clone(),
         remembered,
         first_down,
+        deadlines_said: sim
+            .notes
+            .iter()
+            .filter(|n| n.message.contains("--enforcer.max-slowdown 3x lets it take until"))
+            .count(),
     }
 }
 
@@ -679,6 +686,9 @@ fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time
             free.windows
         );
         assert_eq!(limited.left, AS_FOUND, "seed {seed}");
+        // The on-call engineer is told the deadline, once.
+        assert_eq!(limited.deadlines_said, 1, "seed {seed}");
+        assert_eq!(unlimited.deadlines_said, 0, "seed {seed}");
     }
 }
 

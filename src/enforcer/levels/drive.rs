@@ -109,6 +109,13 @@ pub(in crate::enforcer) fn step(
     let reduced = ctx.obs.copies_missing();
     let in_force = run.levels.get(run.position.at);
     let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
+    let tuning = Tuning {
+        aim: policy.ladder.aim,
+        max_slowdown: policy.ladder.max_slowdown.0,
+        ..Tuning::for_window(policy.latency_window.as_secs_f64())
+    };
+    // Before this cycle's reading: its deadline, once known, is said once.
+    let known = run.position.deadline(&tuning);
     // The recovery's progress, for the time limit: the objects Ceph counts left only while no
     // PG is held (a held PG's objects are not misplaced then).
     let obs = ctx.obs;
@@ -129,12 +136,7 @@ pub(in crate::enforcer) fn step(
     if state.phase == Phase::Suspended || state.phase == Phase::Holding || unrealized {
         run.position.afresh(now);
     }
-    let tuning = Tuning {
-        aim: policy.ladder.aim,
-        max_slowdown: policy.ladder.max_slowdown.0,
-        ..Tuning::for_window(policy.latency_window.as_secs_f64())
-    };
-    let known = run.position.deadline(&tuning);
+
     let d = run
         .position
         .step(&run.levels, &tuning, ctx.obs.p99, bound, now);
