@@ -314,7 +314,10 @@ fn run_remembering(
         deadlines_said: sim
             .notes
             .iter()
-            .filter(|n| n.message.contains("--enforcer.max-slowdown 3x lets it take until"))
+            .filter(|n| {
+                n.message
+                    .contains("--enforcer.max-slowdown 3x lets it take until")
+            })
             .count(),
     }
 }
@@ -652,6 +655,9 @@ fn where_the_defaults_leave_budget_the_level_controller_keeps_the_windows_and_th
 #[test]
 fn where_one_pg_already_costs_the_bound_the_level_controllers_pause_holds_it() {
     the_pause_holds_a_heavy_recovery(levels_without_time_limit, 0.8);
+    // No deadline is said without the limit.
+    let held = run(HEAVY, levels_without_time_limit(), 0, 3.0 * 3600.0);
+    assert_eq!(held.deadlines_said, 0);
 }
 
 /// With the time limit (the default, 3x): the same heavy recovery ends within three times
@@ -663,11 +669,10 @@ fn where_one_pg_already_costs_the_bound_the_level_controllers_pause_holds_it() {
 fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time_limit() {
     for seed in 0..SEEDS {
         let free = run(HEAVY, observe(fast_policy()), seed, 3.0 * 3600.0);
+        // Without the limit the same recovery takes 9-9.6x (`loop_summary`; the pause's test
+        // above runs it).
         let limited = run(HEAVY, levels_policy(), seed, 3.0 * 3600.0);
-        let unlimited = run(HEAVY, levels_without_time_limit(), seed, 3.0 * 3600.0);
-        let (Some(t_free), Some(t), Some(t_unlimited)) =
-            (free.recovery, limited.recovery, unlimited.recovery)
-        else {
+        let (Some(t_free), Some(t)) = (free.recovery, limited.recovery) else {
             panic!("seed {seed}: a recovery did not finish");
         };
         // 3x, give or take a tenth: a level is left only once its windows are confidently
@@ -676,7 +681,6 @@ fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time
             t <= 3.1 * t_free,
             "seed {seed}: {t} s against {t_free} s at the operator's settings"
         );
-        assert!(t_unlimited > 3.0 * t_free, "seed {seed}: no limit needed");
         // Slowed no more than the time needs: client p99 well below no enforcer's.
         let mean = |w: &[f64]| w.iter().sum::<f64>() / w.len() as f64;
         assert!(
@@ -688,7 +692,6 @@ fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time
         assert_eq!(limited.left, AS_FOUND, "seed {seed}");
         // The on-call engineer is told the deadline, once.
         assert_eq!(limited.deadlines_said, 1, "seed {seed}");
-        assert_eq!(unlimited.deadlines_said, 0, "seed {seed}");
     }
 }
 
