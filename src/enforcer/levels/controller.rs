@@ -18,7 +18,7 @@
 //! one: a window over the bound in the next recovery moves at least down to it.
 //!
 //! The time limit (`--enforcer.max-slowdown`, 3x by default: issue 35's "at most 3x"): the
-//! operator's level's rate (Ceph's `recovering_objects_per_sec`, its best window) says how
+//! operator's level's rate (Ceph's `recovering_objects_per_sec`, its best reading) says how
 //! long the recovery's objects would take there; the recovery is to end within that many times
 //! as long. Each level's rate is measured on its windows like its p99. A level whose rate is
 //! confidently under what the objects left need to end in time is too slow: the position
@@ -172,13 +172,7 @@ impl Seen {
 
     /// The mean and its standard error, once there are `estimate_after` windows.
     pub fn estimate(&self, tuning: &Tuning) -> Option<(f64, f64)> {
-        let n = self.windows.len();
-        if n < tuning.estimate_after.max(2) {
-            return None;
-        }
-        let mean = self.mean()?;
-        let var = self.windows.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        Some((mean, (var / n as f64).sqrt()))
+        mean_and_error(&self.windows, tuning)
     }
 
     /// Confidently over the aim.
@@ -195,14 +189,22 @@ impl Seen {
     /// Its rate confidently under `need` (the mean of its windows' rates plus their standard
     /// error, once there are `estimate_after` windows): too slow to end in time.
     fn too_slow(&self, tuning: &Tuning, need: f64) -> Option<f64> {
-        let n = self.rates.len();
-        if n < tuning.estimate_after.max(2) {
-            return None;
-        }
-        let mean = self.rates.iter().sum::<f64>() / n as f64;
-        let var = self.rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        (mean + (var / n as f64).sqrt() < need).then_some(mean)
+        mean_and_error(&self.rates, tuning)
+            .filter(|(mean, se)| mean + se < need)
+            .map(|(mean, _)| mean)
     }
+}
+
+/// The mean of `values` and its standard error, once there are `estimate_after` of them (two
+/// at least: one value has no spread).
+fn mean_and_error(values: &VecDeque<f64>, tuning: &Tuning) -> Option<(f64, f64)> {
+    let n = values.len();
+    if n < tuning.estimate_after.max(2) {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, (var / n as f64).sqrt()))
 }
 
 /// How far the recovery has come, for the time limit: Ceph's rate summed over the cycles.
@@ -382,7 +384,7 @@ impl Position {
     /// operator's level and slower ones).
     pub fn read(&mut self, levels: &Levels, progress: Progress, now: Time) {
         self.pace.read(progress, now);
-        if let (Some(rate), true) = (progress.rate, self.at >= levels.home) {
+        if let Some(rate) = progress.rate.filter(|_| self.at >= levels.home) {
             self.pace.reference = self.pace.reference.max(rate);
         }
     }
@@ -421,6 +423,21 @@ impl Position {
                 left / (d.by - now)
             }
         })
+    }
+
+    /// Level `i` below the operator's is too slow for the objects left to end in time (`need`
+    /// infinite: the deadline has passed, and every such level is): its windows' mean rate, 0
+    /// when it has none.
+    fn too_slow_at(&self, levels: &Levels, tuning: &Tuning, i: usize, need: f64) -> Option<f64> {
+        if i <= levels.home {
+            return None;
+        }
+        let rate = self.seen.get(&i).and_then(|s| s.too_slow(tuning, need));
+        if need.is_infinite() {
+            Some(rate.unwrap_or(0.0))
+        } else {
+            rate
+        }
     }
 
     /// The same start with the memory of the level that held the bound in the last recovery.
@@ -489,23 +506,16 @@ impl Position {
         // The time limit before the bound: past the deadline the operator's level; a level too
         // slow to end in time is left upwards, past those above seen too slow too.
         let need = self.need(tuning, now);
-        if let Some(need) = need.filter(|_| from > levels.home) {
-            let too_slow = |i: usize| {
-                need.is_infinite()
-                    || self
-                        .seen
-                        .get(&i)
-                        .and_then(|s| s.too_slow(tuning, need))
-                        .is_some()
-            };
-            if too_slow(from) {
+        if let Some(need) = need {
+            if let Some(rate) = self.too_slow_at(levels, tuning, from, need) {
                 let mut to = from - 1;
-                while to > levels.home && too_slow(to) {
+                while self.too_slow_at(levels, tuning, to, need).is_some() {
                     to -= 1;
                 }
-                let why = match self.seen[&from].too_slow(tuning, need) {
-                    Some(rate) if need.is_finite() => Why::TooSlow { rate, need },
-                    _ => Why::TimeUp,
+                let why = if need.is_infinite() {
+                    Why::TimeUp
+                } else {
+                    Why::TooSlow { rate, need }
                 };
                 self.at = to;
                 self.fresh = Some(true);
@@ -621,13 +631,17 @@ impl Position {
             to += 1;
         }
         if let Some(need) = need {
-            let slow = |i: usize| match self.seen.get(&i).and_then(|s| s.too_slow(tuning, need)) {
-                _ if i <= levels.home => None,
-                _ if need.is_infinite() => Some(Why::TimeUp),
-                Some(rate) => Some(Why::BelowTooSlow { rate, need }),
-                None => None,
+            let slow = |i: usize| {
+                self.too_slow_at(levels, tuning, i, need).map(|rate| {
+                    let why = if need.is_infinite() {
+                        Why::TimeUp
+                    } else {
+                        Why::BelowTooSlow { rate, need }
+                    };
+                    (i, why)
+                })
             };
-            if let Some((first, why)) = (from + 1..=to).find_map(|i| slow(i).map(|w| (i, w))) {
+            if let Some((first, why)) = (from + 1..=to).find_map(slow) {
                 if first == from + 1 {
                     return Decision {
                         from,

@@ -26,6 +26,7 @@ use crate::enforcer::policy::Policy;
 use crate::enforcer::state::{ActionKind, EnforcerState, Phase};
 use crate::enforcer::types::{backfills, MCLOCK_PROFILE_KEY};
 use crate::enforcer::{ladder, lever};
+use crate::tuning::report::fmt_magnitude as fmt_rate;
 use crate::units::fmt_ms;
 
 type Notes = Vec<DecisionRecord>;
@@ -519,13 +520,4 @@ fn realize(
     );
     w.rung = Some((rung, 0));
     Some(w)
-}
-
-/// Objects per second as the decision lines write them: "4.2", "150".
-fn fmt_rate(objects_per_second: f64) -> String {
-    if objects_per_second < 10.0 {
-        format!("{objects_per_second:.1}")
-    } else {
-        format!("{objects_per_second:.0}")
-    }
 }
