@@ -411,7 +411,7 @@ declare_settings! {
             flag: "enforcer.max-slowdown",
             key: "max_slowdown",
             value_name: "MULTIPLE|off",
-            help: "With --enforcer.controller levels, the most a recovery may be slowed, as a multiple of how long it would take at the operator's settings (measured on the recovery's first windows, there): a level too slow for the objects left to end in time is left upwards whatever p99 says, and once the time is spent the operator's settings stay until the recovery ends; off: the bound whatever the time",
+            help: "With --enforcer.controller levels, the most a recovery may be slowed, as a multiple of how long it would take at the operator's settings (from the best recovery rate Ceph reports while they or slower levels are in force): a level too slow for the objects left to end in time is left upwards whatever p99 says, and once the time is spent the operator's settings stay until the recovery ends; off: the bound whatever the time",
             default(LadderPolicy::default().max_slowdown => "3x"),
             note: "above 1, at most 100 (3 or 3x), or off",
         }
