@@ -9,9 +9,10 @@
 //! (so that a restore that is lost shows), runs a client write load and a rebalance, and ends
 //! when recovery has ended and the settings are back (or a timeout says they are not).
 //!
-//! Run by scripts/test (about 27 minutes on the 2-core lab machine):
+//! The whole matrix (about 31 minutes on the 2-core lab machine; scripts/test runs `CI_ROWS`):
 //!   CRB_LAB=1 cargo test --features librados --test lab_faults -- --include-ignored --test-threads=1 --nocapture
-//! `CRB_FAULT_ROWS=1,5` runs only those rows; `CRB_FAULT_SERVE_ARGS` adds flags to every
+//! `CRB_FAULT_ROWS=1,5` runs only those rows (`ci`: the rows scripts/test runs, `CI_ROWS`;
+//! `rest`: the others, which scripts/lab-long runs); `CRB_FAULT_SERVE_ARGS` adds flags to every
 //! instance (e.g. `--enforcer.controller levels`). The table is also written to
 //! `target/fault-matrix.md`.
 #![cfg(feature = "librados")]
@@ -1184,23 +1185,28 @@ fn row_mon_stopped(n: usize) -> Report {
     )
 }
 
-/// PGs degraded and undersized now, from `ceph status`.
+/// PGs degraded and undersized now, from the PG listing the enforcer reads (`pg dump
+/// pgs_brief`, the mgr's): `ceph status` is the mon's copy of the mgr's digest, seconds behind,
+/// and judged against it a suspension that ended on time looked late.
 fn degraded_and_undersized() -> (u64, u64) {
-    let v = ceph_json(&["status"]);
+    let v = ceph_json(&["pg", "dump", "pgs_brief"]);
     let mut degraded = 0;
     let mut undersized = 0;
-    for s in v["pgmap"]["pgs_by_state"].as_array().into_iter().flatten() {
-        let n = s["count"].as_u64().unwrap_or(0);
-        let words: Vec<&str> = s["state_name"].as_str().unwrap_or("").split('+').collect();
+    for pg in v["pg_stats"].as_array().into_iter().flatten() {
+        let words: Vec<&str> = pg["state"].as_str().unwrap_or("").split('+').collect();
         if words.contains(&"degraded") {
-            degraded += n;
+            degraded += 1;
         }
         if words.contains(&"undersized") {
-            undersized += n;
+            undersized += 1;
         }
     }
     (degraded, undersized)
 }
+
+/// How late the enforcer may be to a risk it had no way to see before: one 2 s collection
+/// interval, the `config set`, and the test's own poll (two `ceph` calls and 1 s).
+const ONE_CYCLE_LATE: Duration = Duration::from_secs(5);
 
 /// Issue 33: an OSD stopped while the enforcer throttles, with the hour's only change spent on
 /// the throttle: SUSPEND (`high_recovery_ops`) within seconds of the OSD marked down, not after
@@ -1234,8 +1240,13 @@ fn row_osd_killed(n: usize) -> Report {
     });
     let delay = down_at.elapsed();
     lab(&["osd-start", "2"]);
-    // The log recovery: sampled until no PG is degraded (or 60 s).
+    // The log recovery: sampled until no PG is degraded (or 60 s). A sample degraded with none
+    // undersized and the profile not `high_recovery_ops` is a miss unless it is the first
+    // seconds of a new degraded spell (ONE_CYCLE_LATE): an enforcer that resumed when no PG was
+    // degraded sees the next spell one cycle later.
     let mut log_recovery = (0u32, 0u32);
+    let mut longest_miss = Duration::ZERO;
+    let mut miss_since: Option<Instant> = None;
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(60) {
         let (degraded, undersized) = degraded_and_undersized();
@@ -1246,15 +1257,22 @@ fn row_osd_killed(n: usize) -> Report {
             log_recovery.0 += 1;
             if configured("osd_mclock_profile").as_deref() == Some("high_recovery_ops") {
                 log_recovery.1 += 1;
+                miss_since = None;
+            } else {
+                let since = *miss_since.get_or_insert_with(Instant::now);
+                longest_miss = longest_miss.max(since.elapsed());
             }
+        } else {
+            miss_since = None;
         }
         std::thread::sleep(Duration::from_secs(1));
     }
     eprintln!(
-        "faults: SUSPEND {:.1} s after osd.2 was marked down; {} samples degraded with none undersized, {} of them at high_recovery_ops",
+        "faults: SUSPEND {:.1} s after osd.2 was marked down; {} samples degraded with none undersized, {} of them at high_recovery_ops, the longest spell without it {:.1} s",
         delay.as_secs_f64(),
         log_recovery.0,
-        log_recovery.1
+        log_recovery.1,
+        longest_miss.as_secs_f64()
     );
     let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&a]);
     let scrapes = poller.finish();
@@ -1268,10 +1286,13 @@ fn row_osd_killed(n: usize) -> Report {
         ),
         (
             format!(
-                "high_recovery_ops kept while PGs were degraded, none undersized ({} of {} samples)",
-                log_recovery.1, log_recovery.0
+                "high_recovery_ops kept while PGs were degraded, none undersized ({} of {} samples; the longest spell without it {:.0} s, at most {} s: one cycle late)",
+                log_recovery.1,
+                log_recovery.0,
+                longest_miss.as_secs_f64(),
+                ONE_CYCLE_LATE.as_secs()
             ),
-            log_recovery.1 == log_recovery.0,
+            longest_miss <= ONE_CYCLE_LATE,
         ),
     ];
     let after_exit = finish(&mut [&mut a], &mut checks);
@@ -2725,18 +2746,32 @@ fn table(lines: &[Line], total: Duration) -> String {
 }
 
 fn selected_rows() -> Vec<usize> {
+    let all = || (1..=ROWS.len()).filter(|n| !KNOWN_OPEN.contains(n));
     match std::env::var("CRB_FAULT_ROWS") {
+        Ok(v) if v.trim() == "ci" => CI_ROWS.to_vec(),
+        Ok(v) if v.trim() == "rest" => all().filter(|n| !CI_ROWS.contains(n)).collect(),
         Ok(v) if !v.trim().is_empty() => v
             .split(',')
-            .map(|s| s.trim().parse().expect("CRB_FAULT_ROWS: numbers 1..14"))
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .expect("CRB_FAULT_ROWS: numbers 1..14, `ci` or `rest`")
+            })
             .collect(),
         // A row that shows an open defect runs only when asked: a matrix that always fails
         // would hide every other row's regressions.
-        _ => (1..=ROWS.len())
-            .filter(|n| !KNOWN_OPEN.contains(n))
-            .collect(),
+        _ => all().collect(),
     }
 }
+
+/// The rows `scripts/test` (and so CI) runs, `CRB_FAULT_ROWS=ci`: one row for each way the
+/// enforcer keeps a production cluster safe when it fails or is failed: its crash mid-pause (1),
+/// its state when the local one is lost (2), the standby taking over (4), blind with the mon
+/// down (5), the redundancy exception with the hour's changes spent (6), and the fence of a
+/// lease lost mid-step with the backfill lever's holds (12). About 14 of the whole matrix's
+/// 31 minutes; `scripts/lab-long faults` runs the others (`CRB_FAULT_ROWS=rest`), to keep
+/// .ci/run within its 60 minutes (docs/testing.md).
+const CI_ROWS: [usize; 6] = [1, 2, 4, 5, 6, 12];
 
 /// Rows that show an open defect: run with `CRB_FAULT_ROWS` until it is fixed.
 const KNOWN_OPEN: [usize; 0] = [];
@@ -2797,13 +2832,11 @@ fn fault_matrix() {
     } else {
         println!("(also in {})", out.display());
     }
-    assert!(
-        lines.iter().all(|l| l.pass),
-        "rows failed: {:?}",
-        lines
-            .iter()
-            .filter(|l| !l.pass)
-            .map(|l| l.n)
-            .collect::<Vec<_>>()
-    );
+    // The failed rows' verdicts in the panic itself: the end of the output is what CI shows.
+    let failed: Vec<String> = lines
+        .iter()
+        .filter(|l| !l.pass)
+        .map(|l| format!("row {}: {}", l.n, l.verdict))
+        .collect();
+    assert!(failed.is_empty(), "rows failed:\n{}", failed.join("\n"));
 }
