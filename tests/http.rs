@@ -392,6 +392,7 @@ fn record(event: &str, message: &str, time: f64) -> DecisionRecord {
         misplaced_objects: 4210,
         pools_at_min_size: vec![],
         level: None,
+        deadline: None,
     }
 }
 

@@ -980,6 +980,21 @@ fn row_kill_during_pause(n: usize) -> Report {
     }
 }
 
+/// The instances run the level controller (`CRB_FAULT_SERVE_ARGS` names it).
+fn level_controller() -> bool {
+    std::env::var("CRB_FAULT_SERVE_ARGS").is_ok_and(|a| {
+        a.split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w == ["--enforcer.controller", "levels"])
+    })
+}
+
+/// 2: A killed while it holds a setting of its own, then B on another machine (an empty
+/// directory) with nothing but the lease object to go by. The ladder holds rung 2 (the
+/// `custom` profile and its recovery limit); the level controller, which never sets `custom`
+/// under mClock, a level below the operator's `balanced` (`high_client_ops`: with `max-rung 2`
+/// its list has no lever and no pause).
 fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
     let row = Row::new(n);
     let before = prepare();
@@ -990,10 +1005,18 @@ fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
         &enforce_args(&row.state("A"), &["--enforcer.max-rung", "2"]),
     );
     lab(&REBALANCE);
-    wait_until(Duration::from_secs(240), "rung 2 held by A", || {
-        configured("osd_mclock_profile").as_deref() == Some("custom")
-            && configured("osd_mclock_scheduler_background_recovery_lim").as_deref() == Some("300")
-    });
+    let levels = level_controller();
+    let held = if levels { "high_client_ops" } else { "custom" };
+    wait_until(
+        Duration::from_secs(240),
+        &format!("{held} held by A"),
+        || {
+            configured("osd_mclock_profile").as_deref() == Some(held)
+                && (levels
+                    || configured("osd_mclock_scheduler_background_recovery_lim").as_deref()
+                        == Some("300"))
+        },
+    );
     let poller = Poller::start(&[&a]);
     poller.remove(&a);
     a.kill9();
@@ -1006,12 +1029,11 @@ fn row_kill_at_rung2_empty_dir(n: usize) -> Report {
     poller.add(&b);
     let after = end_recovery_and_wait_back(&before, load, Duration::from_secs(180), &[&b]);
     let scrapes = poller.finish();
-    let read = b
-        .messages()
-        .iter()
-        .any(|m| m.starts_with("state read from") && m.contains("custom"));
+    let read = b.messages().iter().any(|m| {
+        m.starts_with("state read from") && m.contains(&format!("osd_mclock_profile={held}"))
+    });
     let mut checks = vec![(
-        "B read A's rung-2 state (custom profile) from the lease object".to_string(),
+        format!("B read A's state ({held} profile) from the lease object"),
         read,
     )];
     let after_exit = finish(&mut [&mut b], &mut checks);

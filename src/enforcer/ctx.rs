@@ -56,6 +56,7 @@ impl<'a> Ctx<'a> {
             misplaced_objects: self.obs.misplaced_objects,
             pools_at_min_size: self.obs.pools_at_min_size.clone(),
             level: None,
+            deadline: None,
         }
     }
 

@@ -448,6 +448,9 @@ impl StatusReport {
                 crate::units::fmt_secs(num("paused_seconds").unwrap_or(0.0))
             ));
         }
+        if let Some(line) = time_limit_line(e, self.generated_at) {
+            out.push(line);
+        }
         if let Some(line) = backfill_line(e) {
             out.push(line);
         }
@@ -566,6 +569,28 @@ fn backfill_line(e: Option<&serde_json::Value>) -> Option<String> {
     ))
 }
 
+/// The level controller's time limit: by when this recovery is to end, and from what.
+fn time_limit_line(e: Option<&serde_json::Value>, now: Option<f64>) -> Option<String> {
+    let e = e?;
+    let t = e.get("time_limit")?;
+    let f = |k: &str| t.get(k).and_then(serde_json::Value::as_f64);
+    let now = now.or_else(|| e.get("updated_at").and_then(serde_json::Value::as_f64))?;
+    let (start, by) = (f("recovery_started_at")?, f("by")?);
+    let past = if now >= by {
+        ": spent, the operator's settings until the recovery ends"
+    } else {
+        ""
+    };
+    Some(format!(
+        "time limit (--enforcer.max-slowdown {}): this recovery is to end by {}{past}; its {:.0} objects would take {} at the operator's settings ({} obj/s)",
+        crate::enforcer::levels::controller::MaxSlowdown(Some(f("max_slowdown")?)),
+        crate::units::fmt_when(by, now),
+        f("objects")?,
+        crate::units::fmt_secs(f("at_operators_by")? - start),
+        crate::tuning::report::fmt_magnitude(f("reference_objects_per_second")?)
+    ))
+}
+
 fn in_force_line(e: Option<&serde_json::Value>, now: Option<f64>) -> Option<String> {
     let e = e?;
     let f = |k: &str| e.get(k).and_then(serde_json::Value::as_f64);
@@ -584,6 +609,48 @@ fn in_force_line(e: Option<&serde_json::Value>, now: Option<f64>) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `status` during a recovery under the level controller's time limit: by when, and from
+    /// what (the wording is the feature here).
+    #[test]
+    fn the_time_limit_says_by_when_the_recovery_is_to_end_and_from_what() {
+        let report = |by: f64| StatusReport {
+            generated_at: Some(1000.0),
+            enforcer: Some(serde_json::json!({
+                "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
+                "time_limit": {
+                    "max_slowdown": 3.0, "reference_objects_per_second": 145.2,
+                    "objects": 43500.0, "recovery_started_at": 900.0,
+                    "at_operators_by": 1200.0, "by": by
+                },
+                "decisions": []
+            })),
+            ..Default::default()
+        };
+        let line = |r: StatusReport| r.lines().into_iter().find(|l| l.starts_with("time limit"));
+        let ahead = line(report(1800.0)).expect("a time limit line");
+        for part in [
+            "--enforcer.max-slowdown 3x",
+            "(in 13m20s)",
+            "43500 objects would take 5m0s",
+            "(145 obj/s)",
+        ] {
+            assert!(ahead.contains(part), "{part}: {ahead}");
+        }
+        assert!(!ahead.contains("spent"), "{ahead}");
+        let spent = line(report(990.0)).expect("a time limit line");
+        assert!(
+            spent.contains("spent, the operator's settings until the recovery ends"),
+            "{spent}"
+        );
+        // No limit (or no recovery): no line.
+        let none = StatusReport {
+            generated_at: Some(1000.0),
+            enforcer: Some(serde_json::json!({"mode": "enforce", "decisions": []})),
+            ..Default::default()
+        };
+        assert_eq!(line(none), None);
+    }
 
     #[test]
     fn observe_mode_and_a_missing_baseline_are_said_plainly() {

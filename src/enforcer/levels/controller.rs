@@ -238,6 +238,10 @@ pub struct Progress {
     pub remaining: Option<u64>,
     /// Ceph's `recovering_objects_per_sec` now; None: not read.
     pub rate: Option<f64>,
+    /// The position's level is what the OSDs run: not while redundancy comes first
+    /// (`high_recovery_ops`, whatever the level), nor while the level's holds and pause
+    /// cannot be in force. Only then does the rate tell what the level recovers.
+    pub level_in_force: bool,
 }
 
 /// The time limit as it stands: what the operator's level recovers, and by when the
@@ -381,10 +385,13 @@ impl Position {
     }
 
     /// Reads one cycle's progress, with the level in force (the reference counts only the
-    /// operator's level and slower ones).
+    /// operator's level and slower ones, and only while that level is what the OSDs run: a
+    /// suspension's `high_recovery_ops` read as the operator's rate would bring the deadline
+    /// forward).
     pub fn read(&mut self, levels: &Levels, progress: Progress, now: Time) {
         self.pace.read(progress, now);
-        if let Some(rate) = progress.rate.filter(|_| self.at >= levels.home) {
+        let at_operators_or_slower = self.at >= levels.home && progress.level_in_force;
+        if let Some(rate) = progress.rate.filter(|_| at_operators_or_slower) {
             self.pace.reference = self.pace.reference.max(rate);
         }
     }
@@ -754,6 +761,7 @@ mod tests {
             Progress {
                 remaining: Some((3000.0 - recovered).max(0.0) as u64),
                 rate: Some(rate),
+                level_in_force: true,
             },
             r.now + r.t.window,
         );
@@ -804,6 +812,25 @@ mod tests {
             let d = feed_rate(&mut r, 2.0, 30.0);
             assert_eq!((d.to, d.why), (home, Why::TimeUp));
         }
+    }
+
+    /// The rate read while redundancy came first (`high_recovery_ops`, whatever the level) or
+    /// while the level's holds could not be in force is not the operator's: the deadline stays
+    /// where the operator's level puts it. The objects recovered meanwhile count as progress.
+    #[test]
+    fn a_rate_read_while_the_level_is_not_in_force_is_not_the_operators() {
+        let mut r = Run::new();
+        r.t.max_slowdown = Some(3.0);
+        let at = |remaining, rate, level_in_force| Progress {
+            remaining: Some(remaining),
+            rate: Some(rate),
+            level_in_force,
+        };
+        r.pos.read(&r.l, at(2700, 30.0, true), 10.0);
+        r.pos.read(&r.l, at(1800, 90.0, false), 20.0);
+        let d = r.pos.deadline(&r.t).map(|d| (d.reference, d.work, d.by));
+        assert_eq!(d, Some((30.0, 3000.0, 300.0)));
+        assert_eq!(r.pos.pace.recovered, 1200.0);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::ceph::parse::versions::LimitUnit;
 use crate::enforcer::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
 use crate::enforcer::ctx::{observe_prefix, Ctx};
 use crate::enforcer::effect::Want;
-use crate::enforcer::event::{DecisionEvent, DecisionRecord, LevelMove};
+use crate::enforcer::event::{DeadlineSaid, DecisionEvent, DecisionRecord, LevelMove};
 use crate::enforcer::observation::{LimitGate, OpQueue};
 use crate::enforcer::pause::{self, PauseState};
 use crate::enforcer::policy::Policy;
@@ -110,13 +110,13 @@ pub(in crate::enforcer) fn step(
     let reduced = ctx.obs.copies_missing();
     let in_force = run.levels.get(run.position.at);
     let unrealized = reduced && (in_force.backfilling_pgs.is_some() || in_force.pause_share > 0.0);
-    let tuning = Tuning {
-        aim: policy.ladder.aim,
-        max_slowdown: policy.ladder.max_slowdown.0,
-        ..Tuning::for_window(policy.latency_window.as_secs_f64())
-    };
+    let tuning = tuning(policy);
     // Before this cycle's reading: its deadline, once known, is said once.
     let known = run.position.deadline(&tuning);
+    // What is seen while redundancy comes first, or while the level's holds and pause cannot
+    // be in force (copies missing), is not this level's.
+    let not_the_level =
+        state.phase == Phase::Suspended || state.phase == Phase::Holding || unrealized;
     // The recovery's progress, for the time limit: the objects Ceph counts left only while no
     // PG is held (a held PG's objects are not misplaced then).
     let obs = ctx.obs;
@@ -129,12 +129,12 @@ pub(in crate::enforcer) fn step(
                 .is_none()
                 .then_some(obs.degraded_objects + obs.misplaced_objects),
             rate: obs.ceph_recovery_rate,
+            level_in_force: !not_the_level,
         },
         now,
     );
-    // What was seen while redundancy came first, or while the level's holds and pause could
-    // not be in force (copies missing), is not this level's: judged afresh afterwards.
-    if state.phase == Phase::Suspended || state.phase == Phase::Holding || unrealized {
+    // Judged afresh afterwards.
+    if not_the_level {
         run.position.afresh(now);
     }
 
@@ -142,7 +142,8 @@ pub(in crate::enforcer) fn step(
         .position
         .step(&run.levels, &tuning, ctx.obs.p99, bound, now);
     if let (None, Some(dl)) = (known, run.position.deadline(&tuning)) {
-        notes.push(ctx.record(
+        let start = run.position.pace.start;
+        let mut rec = ctx.record(
             DecisionEvent::Level,
             format!(
                 "{}LEVEL: at the operator's settings this recovery runs at {} obj/s: its {:.0} objects would take {}; --enforcer.max-slowdown {} lets it take until {}, {} from its start: a level too slow for the objects left to end by then is left, whatever client p99",
@@ -154,7 +155,14 @@ pub(in crate::enforcer) fn step(
                 crate::units::fmt_when(dl.by, now),
                 crate::units::fmt_secs(dl.by - run.position.pace.start)
             ),
-        ));
+        );
+        rec.deadline = Some(DeadlineSaid {
+            reference_objects_per_second: dl.reference,
+            objects: dl.work,
+            at_operators_seconds: dl.at_operators - start,
+            by_seconds: dl.by - start,
+        });
+        notes.push(rec);
     }
     if d.to != d.from {
         notes.push(move_record(ctx, &run.levels, &d));
@@ -194,6 +202,15 @@ pub(in crate::enforcer) fn step(
     let (home, queue) = (run.levels.home, run.facts.queue);
     next.levels = Some(run);
     realize(ctx, next, notes, &level, (d, home), (queue, reduced))
+}
+
+/// The controller's constants with the operator's aim, time limit and window.
+pub(crate) fn tuning(policy: &Policy) -> Tuning {
+    Tuning {
+        aim: policy.ladder.aim,
+        max_slowdown: policy.ladder.max_slowdown.0,
+        ..Tuning::for_window(policy.latency_window.as_secs_f64())
+    }
 }
 
 /// What the operator's settings allow the list (`--enforcer.max-level`, `--enforcer.max-rung`,

@@ -204,6 +204,7 @@ fn run_with(plant: Plant, ceiling: Option<Ceiling>, seed: u64, limit: f64, tunin
                         .is_none()
                         .then(|| left.iter().map(|l| l.max(0.0)).sum::<f64>() as u64),
                     rate: Some(rate),
+                    level_in_force: true,
                 },
                 now,
             );
