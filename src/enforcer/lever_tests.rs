@@ -57,7 +57,7 @@ pub(super) struct LeverSim {
     commands: Vec<String>,
     /// A state write that fails (what `persist_first` then reports).
     store_fails: bool,
-    pub(super) undersized: u64,
+    undersized: u64,
     /// Ceph refuses pg-upmap-items for lack of a cephx grant (EACCES).
     refuse: bool,
     /// A released PG peers (no backfill word in `pg dump`) until the test says otherwise, as

@@ -53,15 +53,7 @@ struct Plant {
     cost: f64,
     /// Log-normal sigma of each tick's p99.
     noise: f64,
-    /// From when to when (seconds from the start) some PGs are undersized: redundancy at
-    /// risk, the bound suspended and the OSDs at `high_recovery_ops`, which recovers
-    /// [`SUSPENDED_RATE`] times faster meanwhile.
-    undersized: Option<(f64, f64)>,
 }
-
-/// How much faster the suspension's `high_recovery_ops` recovers than the levels the plant
-/// otherwise runs.
-const SUSPENDED_RATE: f64 = 1.5;
 
 /// What a user sees of one recovery.
 #[derive(Debug)]
@@ -85,10 +77,6 @@ struct Seen {
     first_down: Option<super::levels::list::Level>,
     /// The time limit's deadlines the level controller said.
     deadlines: Vec<super::event::DeadlineSaid>,
-    /// The level controller's reference rate (objects/s at the operator's level) at the
-    /// recovery's end, and the ticks the OSDs ran the suspension's `high_recovery_ops`.
-    reference: f64,
-    boosted_ticks: usize,
 }
 
 /// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
@@ -185,7 +173,6 @@ fn run_remembering(
     let mut remembered = None;
     let mut first_down = None;
     let (mut last_n, mut last_dir, mut reversals) = (None::<usize>, 0i8, 0);
-    let (mut reference, mut boosted_ticks) = (0.0, 0);
     while sim.now - start < limit {
         sim.now += TICK;
         // What the cluster's flags say, not the enforcer's state (in observe mode that says
@@ -206,22 +193,10 @@ fn run_remembering(
             _ => 1.0,
         };
         let n = running as f64 * ops;
-        let elapsed = sim.now - start;
-        sim.undersized = match plant.undersized {
-            Some((from, to)) if (from..to).contains(&elapsed) => 2,
-            _ => 0,
-        };
-        // Only the suspension's profile, in the spell: elsewhere the plant's rate follows the
-        // PGs that backfill, whatever the profile, as before the spell was modelled.
-        let boost = match sim.config.get("osd_mclock_profile") {
-            Some(Some(p)) if p == "high_recovery_ops" && sim.undersized > 0 => SUSPENDED_RATE,
-            _ => 1.0,
-        };
-        boosted_ticks += usize::from(boost > 1.0);
         let rate = if paused || n == 0.0 {
             0.0
         } else {
-            FULL_RATE * n / (n + HALF) * boost
+            FULL_RATE * n / (n + HALF)
         };
         let moving: Vec<String> = sim
             .cluster
@@ -280,7 +255,6 @@ fn run_remembering(
             .sum();
         sim.step(obs);
         if let Some(r) = sim.state.levels.as_ref() {
-            reference = r.position.pace.reference;
             remembered = remembered.or(r.position.remembered);
             if first_down.is_none() && r.position.at > r.levels.home {
                 first_down = Some(r.levels.get(r.position.at).clone());
@@ -338,8 +312,6 @@ fn run_remembering(
         remembered,
         first_down,
         deadlines: sim.notes.iter().filter_map(|n| n.deadline).collect(),
-        reference,
-        boosted_ticks,
     }
 }
 
@@ -354,7 +326,6 @@ pub(super) const SEEDS: u64 = 20;
 const PACIFIC_REBALANCE: Plant = Plant {
     cost: 2.2,
     noise: 0.15,
-    undersized: None,
 };
 
 /// What `run` gives for each seed without the enforcer (observe mode) and with it.
@@ -434,14 +405,12 @@ fn issue_35_where_the_defaults_leave_budget_recovery_is_no_slower_than_balanced(
 const LIGHT: Plant = Plant {
     cost: 0.5,
     noise: 0.15,
-    undersized: None,
 };
 
 /// One PG alone costs 1 + 6 x 0.2 = 2.2x the baseline: no N holds the bound, only the pause.
 const HEAVY: Plant = Plant {
     cost: 6.0,
     noise: 0.15,
-    undersized: None,
 };
 
 /// On [`HEAVY`], with `policy`: the recovery ends, at least `within` of its windows within the
@@ -724,30 +693,6 @@ fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time
                 && said.at_operators_seconds <= t_free,
             "seed {seed}: {said:?}, {t_free} s at the operator's settings"
         );
-    }
-}
-
-/// Some PGs undersized for a minute in the middle of a recovery the time limit governs: the
-/// bound is suspended and the OSDs run `high_recovery_ops`, half as fast again as the
-/// operator's settings. That rate is not the operator's, so the time limit still counts from
-/// the operator's (at most the plant's full rate, which only the suspension exceeds): read as
-/// theirs, it would end the bound's time sooner than the policy says.
-#[test]
-fn a_suspension_does_not_bring_the_time_limit_forward() {
-    let plant = Plant {
-        undersized: Some((40.0, 100.0)),
-        ..PACIFIC_REBALANCE
-    };
-    for seed in 0..5 {
-        let seen = run(plant, levels_policy(), seed, 3600.0);
-        assert!(seen.recovery.is_some(), "seed {seed}: did not finish");
-        assert!(seen.boosted_ticks > 0, "seed {seed}: never suspended");
-        assert!(
-            seen.reference > 0.0 && seen.reference <= FULL_RATE,
-            "seed {seed}: reference {} obj/s, the suspension's rate read as the operator's",
-            seen.reference
-        );
-        assert_eq!(seen.left, AS_FOUND, "seed {seed}");
     }
 }
 
