@@ -909,8 +909,10 @@ const REBALANCE: [&str; 3] = ["rebalance-start", "3", "0.8"];
 /// The rows that need the backfill lever to hold PGs: a deeper reweight, so that more PGs than
 /// its N still backfill once the ladder reaches rung 3 (about 50 s in). At 0.8 only three PGs
 /// moved in a run of 2026-12-07 (the balancer's upmap entries decide which), one was left by
-/// then, and row 12 waited in vain for the lever's step.
-const LEVER_REBALANCE: [&str; 3] = ["rebalance-start", "3", "0.5"];
+/// then, and row 12 waited in vain for the lever's step; at 0.5, on 2026-12-08, 8 PGs moved
+/// on a lab of 26,000 objects (CI's), one backfilled when rung 3 came, and row 12 failed
+/// again, in CI and alone. 0.2, `rebalance-start`'s default.
+const LEVER_REBALANCE: [&str; 3] = ["rebalance-start", "3", "0.2"];
 /// Rows whose point is not the ladder stay on rung 1: a recovery under rung 2's limit takes
 /// minutes to end.
 const RUNG1: [&str; 2] = ["--enforcer.max-rung", "1"];
