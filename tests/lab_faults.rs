@@ -2792,8 +2792,8 @@ fn selected_rows() -> Vec<usize> {
 /// enforcer keeps a production cluster safe when it fails or is failed: its crash mid-pause (1),
 /// its state when the local one is lost (2), the standby taking over (4), blind with the mon
 /// down (5), the redundancy exception with the hour's changes spent (6), and the fence of a
-/// lease lost mid-step with the backfill lever's holds (12). About 14 of the whole matrix's
-/// 31 minutes; `scripts/lab-long faults` runs the others (`CRB_FAULT_ROWS=rest`), to keep
+/// lease lost mid-step with the backfill lever's holds (12). About 16 of the whole matrix's
+/// 31-35 minutes; `scripts/lab-long faults` runs the others (`CRB_FAULT_ROWS=rest`), to keep
 /// .ci/run within its 60 minutes (docs/testing.md).
 const CI_ROWS: [usize; 6] = [1, 2, 4, 5, 6, 12];
 
