@@ -415,12 +415,16 @@ fn enforce_args(state_file: &Path, extra: &[&str]) -> Vec<String> {
         }
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    // CRB_FAULT_SERVE_ARGS (split on spaces), e.g. `--enforcer.controller levels`: the same
-    // faults under another controller or setting before it becomes a default.
-    if let Ok(more) = std::env::var("CRB_FAULT_SERVE_ARGS") {
-        args.extend(more.split_whitespace().map(str::to_string));
-    }
+    args.extend(serve_args_from_env());
     args
+}
+
+/// CRB_FAULT_SERVE_ARGS (split on spaces), e.g. `--enforcer.controller levels`: the same
+/// faults under another controller or setting before it becomes a default.
+fn serve_args_from_env() -> Vec<String> {
+    std::env::var("CRB_FAULT_SERVE_ARGS")
+        .map(|more| more.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 impl Instance {
@@ -984,12 +988,9 @@ fn row_kill_during_pause(n: usize) -> Report {
 
 /// The instances run the level controller (`CRB_FAULT_SERVE_ARGS` names it).
 fn level_controller() -> bool {
-    std::env::var("CRB_FAULT_SERVE_ARGS").is_ok_and(|a| {
-        a.split_whitespace()
-            .collect::<Vec<_>>()
-            .windows(2)
-            .any(|w| w == ["--enforcer.controller", "levels"])
-    })
+    serve_args_from_env()
+        .windows(2)
+        .any(|w| w == ["--enforcer.controller", "levels"])
 }
 
 /// 2: A killed while it holds a setting of its own, then B on another machine (an empty
@@ -1212,20 +1213,13 @@ fn row_mon_stopped(n: usize) -> Report {
 /// PGs degraded and undersized now, from the PG listing the enforcer reads (`pg dump
 /// pgs_brief`, the mgr's): `ceph status` is the mon's copy of the mgr's digest, seconds behind,
 /// and judged against it a suspension that ended on time looked late.
-fn degraded_and_undersized() -> (u64, u64) {
-    let v = ceph_json(&["pg", "dump", "pgs_brief"]);
-    let mut degraded = 0;
-    let mut undersized = 0;
-    for pg in v["pg_stats"].as_array().into_iter().flatten() {
-        let words: Vec<&str> = pg["state"].as_str().unwrap_or("").split('+').collect();
-        if words.contains(&"degraded") {
-            degraded += 1;
-        }
-        if words.contains(&"undersized") {
-            undersized += 1;
-        }
-    }
-    (degraded, undersized)
+fn degraded_and_undersized() -> (usize, usize) {
+    let out = ceph_out(&["pg", "dump", "pgs_brief", "--format", "json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pgs = ceph_recovery_budget::ceph::parse::pgs::parse(out.as_bytes())
+        .unwrap_or_else(|e| panic!("`ceph pg dump pgs_brief`: {e}"));
+    let with = |word| pgs.iter().filter(|pg| pg.has_state(word)).count();
+    (with("degraded"), with("undersized"))
 }
 
 /// How late the enforcer may be to a risk it had no way to see before: one 2 s collection

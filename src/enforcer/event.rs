@@ -131,21 +131,7 @@ pub struct DecisionRecord {
     pub level: Option<LevelMove>,
     /// The LEVEL line that states the time limit's deadline, as fields.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<DeadlineSaid>,
-}
-
-/// The time limit of one recovery as the level controller said it (seconds from the
-/// recovery's start).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct DeadlineSaid {
-    /// What the operator's level recovers, objects/s.
-    pub reference_objects_per_second: f64,
-    /// The recovery's objects.
-    pub objects: f64,
-    /// How long the recovery would take at the operator's level.
-    pub at_operators_seconds: f64,
-    /// How long `--enforcer.max-slowdown` lets it take.
-    pub by_seconds: f64,
+    pub deadline: Option<super::levels::controller::Deadline>,
 }
 
 /// A move of the level controller: the indexes on this recovery's list (0 the most recovery),

@@ -76,7 +76,7 @@ struct Seen {
     /// The first level below the operator's the level controller set.
     first_down: Option<super::levels::list::Level>,
     /// The time limit's deadlines the level controller said.
-    deadlines: Vec<super::event::DeadlineSaid>,
+    deadlines: Vec<super::levels::controller::Deadline>,
 }
 
 /// The cluster 10 minutes after the recovery, as far as the enforcer touched it.
@@ -688,9 +688,9 @@ fn where_holding_the_bound_would_take_too_long_the_recovery_ends_within_the_time
         // (so the time said is shorter than the recovery's at the operator's settings).
         assert_eq!(limited.deadlines.len(), 1, "seed {seed}");
         let said = limited.deadlines[0];
+        let at_operators = said.at_operators - said.start;
         assert!(
-            (said.by_seconds - 3.0 * said.at_operators_seconds).abs() < 1e-6
-                && said.at_operators_seconds <= t_free,
+            (said.by - said.start - 3.0 * at_operators).abs() < 1e-6 && at_operators <= t_free,
             "seed {seed}: {said:?}, {t_free} s at the operator's settings"
         );
     }

@@ -15,20 +15,6 @@ use super::unowned::{self, Unowned};
 
 pub const KEEP_DECISIONS: usize = 200;
 
-/// The time limit (`--enforcer.max-slowdown`) of the recovery in progress.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct TimeLimitView {
-    pub max_slowdown: f64,
-    /// What the operator's settings recover, objects/s (their best reading in this recovery).
-    pub reference_objects_per_second: f64,
-    /// The recovery's objects.
-    pub objects: f64,
-    pub recovery_started_at: Time,
-    /// When the recovery would end at the operator's settings, and when it is to end.
-    pub at_operators_by: Time,
-    pub by: Time,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct EnforcerView {
     pub mode: Mode,
@@ -83,7 +69,7 @@ pub struct EnforcerView {
     /// "rung 2 (custom profile, recovery limit 300 IOPS per OSD)"
     pub ladder_rung_name: String,
     /// The level controller's time limit for this recovery, once the operator's rate is known.
-    pub time_limit: Option<TimeLimitView>,
+    pub time_limit: Option<super::levels::controller::Deadline>,
     /// The rung held now: when it was entered and the p99 that led to it.
     pub action_since: Option<Time>,
     pub action_p99_seconds: Option<f64>,
@@ -364,18 +350,10 @@ impl EnforcerView {
         {
             self.backfill_backfilling = None;
         }
-        self.time_limit = state.levels.as_ref().and_then(|run| {
-            let tuning = super::levels::drive::tuning(policy);
-            let d = run.position.deadline(&tuning)?;
-            Some(TimeLimitView {
-                max_slowdown: tuning.max_slowdown?,
-                reference_objects_per_second: d.reference,
-                objects: d.work,
-                recovery_started_at: run.position.pace.start,
-                at_operators_by: d.at_operators,
-                by: d.by,
-            })
-        });
+        self.time_limit = state
+            .levels
+            .as_ref()
+            .and_then(|run| run.position.deadline(&super::levels::drive::tuning(policy)));
         self.ladder_rung_name = if let Some(run) = &state.levels {
             // The level controller: where on this recovery's list, and what that level asks.
             format!(

@@ -618,10 +618,14 @@ mod tests {
             generated_at: Some(1000.0),
             enforcer: Some(serde_json::json!({
                 "mode": "enforce", "phase": "throttled", "multiplier": 2.0,
-                "time_limit": {
-                    "max_slowdown": 3.0, "reference_objects_per_second": 145.2,
-                    "objects": 43500.0, "recovery_started_at": 900.0,
-                    "at_operators_by": 1200.0, "by": by
+                // As the enforcer's state serves it.
+                "time_limit": crate::enforcer::levels::controller::Deadline {
+                    max_slowdown: 3.0,
+                    reference: 145.2,
+                    work: 43500.0,
+                    start: 900.0,
+                    at_operators: 1200.0,
+                    by,
                 },
                 "decisions": []
             })),

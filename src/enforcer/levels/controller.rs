@@ -245,14 +245,22 @@ pub struct Progress {
 }
 
 /// The time limit as it stands: what the operator's level recovers, and by when the
-/// recovery is to end.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// recovery is to end. As served: the deadline's LEVEL line on `/decisions` (`deadline`) and
+/// the enforcer's state for `status` (`time_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Deadline {
+    /// `--enforcer.max-slowdown`.
+    pub max_slowdown: f64,
     /// Objects/s at the operator's level (at least what any slower level recovered).
+    #[serde(rename = "reference_objects_per_second")]
     pub reference: f64,
     /// The recovery's objects.
+    #[serde(rename = "objects")]
     pub work: f64,
+    #[serde(rename = "recovery_started_at")]
+    pub start: Time,
     /// When the recovery would end at the operator's level, and when it is to end.
+    #[serde(rename = "at_operators_by")]
     pub at_operators: Time,
     pub by: Time,
 }
@@ -412,8 +420,10 @@ impl Position {
         (reference > 0.0 && p.work > 0.0).then(|| {
             let at_operators = p.start + p.work / reference;
             Deadline {
+                max_slowdown: limit,
                 reference,
                 work: p.work,
+                start: p.start,
                 at_operators,
                 by: p.start + limit * (at_operators - p.start),
             }

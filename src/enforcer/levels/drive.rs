@@ -19,7 +19,7 @@ use crate::ceph::parse::versions::LimitUnit;
 use crate::enforcer::backfill_limit::{LEVER_RUNG, PAUSE_RUNG};
 use crate::enforcer::ctx::{observe_prefix, Ctx};
 use crate::enforcer::effect::Want;
-use crate::enforcer::event::{DeadlineSaid, DecisionEvent, DecisionRecord, LevelMove};
+use crate::enforcer::event::{DecisionEvent, DecisionRecord, LevelMove};
 use crate::enforcer::observation::{LimitGate, OpQueue};
 use crate::enforcer::pause::{self, PauseState};
 use crate::enforcer::policy::Policy;
@@ -142,7 +142,7 @@ pub(in crate::enforcer) fn step(
         .position
         .step(&run.levels, &tuning, ctx.obs.p99, bound, now);
     if let (None, Some(dl)) = (known, run.position.deadline(&tuning)) {
-        let start = run.position.pace.start;
+        let start = dl.start;
         let mut rec = ctx.record(
             DecisionEvent::Level,
             format!(
@@ -150,18 +150,13 @@ pub(in crate::enforcer) fn step(
                 observe_prefix(policy),
                 fmt_rate(dl.reference),
                 dl.work,
-                crate::units::fmt_secs(dl.at_operators - run.position.pace.start),
+                crate::units::fmt_secs(dl.at_operators - start),
                 policy.ladder.max_slowdown,
                 crate::units::fmt_when(dl.by, now),
-                crate::units::fmt_secs(dl.by - run.position.pace.start)
+                crate::units::fmt_secs(dl.by - start)
             ),
         );
-        rec.deadline = Some(DeadlineSaid {
-            reference_objects_per_second: dl.reference,
-            objects: dl.work,
-            at_operators_seconds: dl.at_operators - start,
-            by_seconds: dl.by - start,
-        });
+        rec.deadline = Some(dl);
         notes.push(rec);
     }
     if d.to != d.from {
